@@ -1,0 +1,283 @@
+//! Data on the host: the readers (IDX, CSV), the built-in tables, the validation split and the
+//! standardisation, ending in one [`HostData`] per run; then [`loader`] uploads it to the device
+//! once and cuts batches there.
+
+pub mod fashion;
+pub mod idx;
+pub mod loader;
+pub mod synthetic;
+pub mod table;
+
+use crate::config::{DataSpec, JobConfig, JobKind, Standardization};
+use crate::error::Result;
+
+/// A row-major matrix of f32.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matrix {
+    pub rows: usize,
+    pub cols: usize,
+    pub values: Vec<f32>,
+}
+
+impl Matrix {
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.values[i * self.cols..(i + 1) * self.cols]
+    }
+
+    /// The rows at `indices`, in that order.
+    pub fn take(&self, indices: &[usize]) -> Matrix {
+        let mut values = Vec::with_capacity(indices.len() * self.cols);
+        for &i in indices {
+            values.extend_from_slice(self.row(i));
+        }
+        Matrix {
+            rows: indices.len(),
+            cols: self.cols,
+            values,
+        }
+    }
+}
+
+/// What the model predicts for each row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Labels {
+    /// Class indices (fashion-mlp).
+    Classes(Vec<i64>),
+    /// 0 or 1 (tabular-mlp).
+    Binary(Vec<i64>),
+    /// Real targets (linear-scalar).
+    Values(Vec<f32>),
+}
+
+impl Labels {
+    pub fn len(&self) -> usize {
+        match self {
+            Labels::Classes(v) | Labels::Binary(v) => v.len(),
+            Labels::Values(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn take(&self, indices: &[usize]) -> Labels {
+        match self {
+            Labels::Classes(v) => Labels::Classes(indices.iter().map(|&i| v[i]).collect()),
+            Labels::Binary(v) => Labels::Binary(indices.iter().map(|&i| v[i]).collect()),
+            Labels::Values(v) => Labels::Values(indices.iter().map(|&i| v[i]).collect()),
+        }
+    }
+}
+
+/// One split of a data set on the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostSplit {
+    /// The model's inputs (images flattened to 784 columns, table features).
+    pub features: Matrix,
+    /// linear-scalar's `f`, the column multiplied by the learned scalar.
+    pub scalar: Option<Vec<f32>>,
+    pub labels: Labels,
+}
+
+impl HostSplit {
+    pub fn rows(&self) -> usize {
+        self.features.rows
+    }
+
+    pub fn take(&self, indices: &[usize]) -> HostSplit {
+        HostSplit {
+            features: self.features.take(indices),
+            scalar: self
+                .scalar
+                .as_ref()
+                .map(|s| indices.iter().map(|&i| s[i]).collect()),
+            labels: self.labels.take(indices),
+        }
+    }
+
+    /// The first `n` rows (or all of them).
+    pub fn truncate(mut self, n: usize) -> HostSplit {
+        if n < self.rows() {
+            let keep: Vec<usize> = (0..n).collect();
+            self = self.take(&keep);
+        }
+        self
+    }
+}
+
+/// A run's data: the split it trains on and the split it validates on.
+#[derive(Debug, Clone)]
+pub struct HostData {
+    pub train: HostSplit,
+    pub valid: HostSplit,
+    /// Where the data came from, for the log line and the run summary.
+    pub source: String,
+    /// The statistics applied to the inputs, when the job standardises them.
+    pub stats: Option<Standardization>,
+}
+
+/// Which split `ember eval` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SplitName {
+    Train,
+    Valid,
+    Test,
+}
+
+/// Loads a job's data and applies its preprocessing.
+pub fn load(config: &JobConfig) -> Result<HostData> {
+    match &config.data {
+        DataSpec::Fashion { dir, input_scale } => fashion::load(dir.as_deref(), *input_scale),
+        DataSpec::Table {
+            csv,
+            label_column,
+            scalar_column,
+            valid_fraction,
+            standardize,
+            stats,
+        } => {
+            let (all, source) = match csv {
+                Some(path) => (
+                    table::read(path, config.job, label_column, scalar_column.as_deref())?,
+                    path.display().to_string(),
+                ),
+                None => match config.job {
+                    JobKind::TabularMlp => (
+                        synthetic::tabular(),
+                        "built-in synthetic table (200,000 x 61, MT19937 seed 0)".to_string(),
+                    ),
+                    _ => (
+                        synthetic::linear_scalar(),
+                        "built-in arange table (38,400 x 40)".to_string(),
+                    ),
+                },
+            };
+            let (mut train, mut valid) = split(all, *valid_fraction, config.seed);
+            let stats = if *standardize {
+                let stats = stats.clone().unwrap_or_else(|| column_stats(&train));
+                let expected = train.features.cols + usize::from(train.scalar.is_some());
+                if stats.mean.len() != expected {
+                    return Err(crate::input_err!(
+                        "data.feature_mean has {} values but the data has {expected} input columns",
+                        stats.mean.len()
+                    ));
+                }
+                apply_stats(&mut train, &stats);
+                apply_stats(&mut valid, &stats);
+                Some(stats)
+            } else {
+                None
+            };
+            Ok(HostData {
+                train,
+                valid,
+                source,
+                stats,
+            })
+        }
+    }
+}
+
+/// A seeded split: a random `fraction` of the rows is held out for validation; both parts keep
+/// the file's row order, so an unshuffled run sees rows as the file has them.
+pub fn split(all: HostSplit, fraction: f64, seed: u64) -> (HostSplit, HostSplit) {
+    let n = all.rows();
+    let n_valid = ((n as f64) * fraction).round() as usize;
+    let n_valid = n_valid.clamp(usize::from(n > 1), n.saturating_sub(1));
+    let perm = crate::rng::permutation(&mut crate::rng::stream(seed, "split", 0), n);
+    let mut valid: Vec<usize> = perm[..n_valid].to_vec();
+    let mut train: Vec<usize> = perm[n_valid..].to_vec();
+    valid.sort_unstable();
+    train.sort_unstable();
+    (all.take(&train), all.take(&valid))
+}
+
+/// Mean and (population) standard deviation of each input column, `f` last; a constant column
+/// gets a deviation of 1 so it passes through centred.
+pub fn column_stats(split: &HostSplit) -> Standardization {
+    let cols = split.features.cols;
+    let mut columns: Vec<Vec<f64>> = (0..cols)
+        .map(|c| {
+            (0..split.rows())
+                .map(|r| f64::from(split.features.values[r * cols + c]))
+                .collect()
+        })
+        .collect();
+    if let Some(s) = &split.scalar {
+        columns.push(s.iter().map(|v| f64::from(*v)).collect());
+    }
+    let (mut mean, mut std) = (Vec::new(), Vec::new());
+    for col in columns {
+        let n = col.len().max(1) as f64;
+        let m = col.iter().sum::<f64>() / n;
+        let var = col.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / n;
+        mean.push(m);
+        std.push(if var > 0.0 { var.sqrt() } else { 1.0 });
+    }
+    Standardization { mean, std }
+}
+
+/// Applies `(x - mean) / std` to the inputs in place.
+pub fn apply_stats(split: &mut HostSplit, stats: &Standardization) {
+    let cols = split.features.cols;
+    for (i, v) in split.features.values.iter_mut().enumerate() {
+        let c = i % cols;
+        *v = ((f64::from(*v) - stats.mean[c]) / stats.std[c]) as f32;
+    }
+    if let Some(s) = &mut split.scalar {
+        for v in s.iter_mut() {
+            *v = ((f64::from(*v) - stats.mean[cols]) / stats.std[cols]) as f32;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toy(n: usize) -> HostSplit {
+        HostSplit {
+            features: Matrix {
+                rows: n,
+                cols: 2,
+                values: (0..2 * n).map(|v| v as f32).collect(),
+            },
+            scalar: Some((0..n).map(|v| v as f32 * 3.0).collect()),
+            labels: Labels::Values((0..n).map(|v| v as f32).collect()),
+        }
+    }
+
+    #[test]
+    fn split_is_seeded_disjoint_and_ordered() {
+        let (t, v) = split(toy(100), 0.1, 5);
+        assert_eq!((t.rows(), v.rows()), (90, 10));
+        let Labels::Values(tv) = &t.labels else {
+            unreachable!()
+        };
+        let Labels::Values(vv) = &v.labels else {
+            unreachable!()
+        };
+        assert!(tv.windows(2).all(|w| w[0] < w[1]));
+        let mut all: Vec<f32> = tv.iter().chain(vv.iter()).copied().collect();
+        all.sort_by(f32::total_cmp);
+        assert_eq!(all, (0..100).map(|v| v as f32).collect::<Vec<_>>());
+        let (_, v2) = split(toy(100), 0.1, 5);
+        assert_eq!(v, v2);
+        let (_, v3) = split(toy(100), 0.1, 6);
+        assert_ne!(v, v3);
+    }
+
+    #[test]
+    fn standardised_columns_have_zero_mean_and_unit_deviation() {
+        let mut s = toy(50);
+        let stats = column_stats(&s);
+        assert_eq!(stats.mean.len(), 3);
+        apply_stats(&mut s, &stats);
+        let again = column_stats(&s);
+        for (m, d) in again.mean.iter().zip(&again.std) {
+            assert!(m.abs() < 1e-5, "{m}");
+            assert!((d - 1.0).abs() < 1e-5, "{d}");
+        }
+    }
+}

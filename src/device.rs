@@ -1,0 +1,161 @@
+//! Choosing where to train, and the one place where ember's generic code meets a concrete Burn
+//! backend: [`dispatch`] runs a [`OnBackend`] task on `Autodiff<Flex>` (the CPU) or on
+//! `Autodiff<Cuda>` (with fusion), picked at run time.
+
+use crate::error::Result;
+use crate::input_err;
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::backend::AutodiffBackend;
+use std::str::FromStr;
+
+/// What the user asked for with `--device`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceRequest {
+    /// CUDA when compiled in and a GPU is present, else the CPU.
+    Auto,
+    Cpu,
+    Cuda(usize),
+}
+
+impl FromStr for DeviceRequest {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "auto" => Ok(DeviceRequest::Auto),
+            "cpu" => Ok(DeviceRequest::Cpu),
+            "cuda" => Ok(DeviceRequest::Cuda(0)),
+            _ => s
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(DeviceRequest::Cuda)
+                .ok_or_else(|| format!("\"{s}\" is not a device: use auto, cpu, cuda or cuda:N")),
+        }
+    }
+}
+
+/// Where a run actually goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Device {
+    Cpu,
+    Cuda(usize),
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::Cuda(i) => write!(f, "cuda:{i}"),
+        }
+    }
+}
+
+/// The CUDA devices this process can use, or why there are none. Never panics: Burn's CUDA
+/// backend panics on its first operation when the driver library is missing, so we look first.
+pub fn cuda_devices() -> std::result::Result<Vec<String>, String> {
+    #[cfg(feature = "cuda")]
+    {
+        use cudarc::driver::result;
+        // SAFETY: only checks whether the shared libraries can be opened.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err("no CUDA driver library (libcuda) on this machine".into());
+        }
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err("the CUDA driver is present but NVRTC (libnvrtc), which compiles Burn's kernels, is not".into());
+        }
+        result::init().map_err(|e| format!("the CUDA driver failed to start ({e:?})"))?;
+        let count = result::device::get_count().map_err(|e| format!("{e:?}"))?;
+        (0..count)
+            .map(|i| {
+                let dev = result::device::get(i).map_err(|e| format!("{e:?}"))?;
+                result::device::get_name(dev).map_err(|e| format!("{e:?}"))
+            })
+            .collect()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Err("this ember was built without the `cuda` feature".into())
+    }
+}
+
+/// Resolves `--device` against what is present.
+pub fn choose(request: DeviceRequest) -> Result<Device> {
+    match request {
+        DeviceRequest::Cpu => Ok(Device::Cpu),
+        DeviceRequest::Auto => Ok(match cuda_devices() {
+            Ok(devices) if !devices.is_empty() => Device::Cuda(0),
+            _ => Device::Cpu,
+        }),
+        DeviceRequest::Cuda(i) => match cuda_devices() {
+            Ok(devices) if i < devices.len() => Ok(Device::Cuda(i)),
+            Ok(devices) => Err(input_err!(
+                "--device cuda:{i}: this machine has {} CUDA device(s)",
+                devices.len()
+            )),
+            Err(why) => Err(input_err!("--device cuda: {why}; use --device cpu or auto")),
+        },
+    }
+}
+
+/// A line for the log: the device with its name or thread count.
+pub fn describe(device: Device) -> String {
+    match device {
+        Device::Cpu => format!(
+            "cpu (Burn flex backend, {} threads)",
+            rayon::current_num_threads()
+        ),
+        Device::Cuda(i) => {
+            let name = cuda_devices()
+                .ok()
+                .and_then(|d| d.get(i).cloned())
+                .unwrap_or_default();
+            format!("cuda:{i} ({name}, Burn CUDA backend with fusion)")
+        }
+    }
+}
+
+/// Work that runs on whichever backend was chosen.
+pub trait OnBackend {
+    type Output;
+    fn run<B: AutodiffBackend>(self, device: B::Device) -> Self::Output;
+}
+
+/// The CPU backend ember trains on.
+pub type CpuBackend = Autodiff<Flex>;
+/// The CUDA backend ember trains on (Burn's `Cuda` includes fusion).
+#[cfg(feature = "cuda")]
+pub type CudaBackend = Autodiff<burn::backend::Cuda>;
+
+/// Runs `task` on `device`'s backend.
+pub fn dispatch<T: OnBackend>(device: Device, task: T) -> T::Output {
+    match device {
+        Device::Cpu => task.run::<CpuBackend>(Default::default()),
+        #[cfg(feature = "cuda")]
+        Device::Cuda(i) => task.run::<CudaBackend>(burn::backend::cuda::CudaDevice::new(i)),
+        #[cfg(not(feature = "cuda"))]
+        Device::Cuda(_) => unreachable!("choose() never picks CUDA without the cuda feature"),
+    }
+}
+
+/// Sets the CPU backend's thread count (Burn's flex backend runs on rayon's global pool).
+pub fn set_cpu_threads(threads: usize) -> Result<()> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+        .map_err(|e| input_err!("--threads {threads}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_device_names() {
+        assert_eq!("auto".parse(), Ok(DeviceRequest::Auto));
+        assert_eq!("cpu".parse(), Ok(DeviceRequest::Cpu));
+        assert_eq!("cuda".parse(), Ok(DeviceRequest::Cuda(0)));
+        assert_eq!("cuda:3".parse(), Ok(DeviceRequest::Cuda(3)));
+        assert!("gpu".parse::<DeviceRequest>().is_err());
+        assert!("cuda:x".parse::<DeviceRequest>().is_err());
+    }
+}

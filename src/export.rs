@@ -1,0 +1,124 @@
+//! Model files: Burn's own record (`model.mpk`, named MessagePack at full precision) and
+//! `model.safetensors` in PyTorch's layout and names, so that the seed's own module loads it
+//! with `load_state_dict(strict=True)`. Both go through Burn (burn-core's recorder, burn-store's
+//! safetensors store with its PyTorch adapters); ember only renames the layers.
+
+use crate::error::{EmberError, Result, write_atomic};
+use crate::model::TorchNames;
+use burn::module::Module;
+use burn::prelude::*;
+use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Recorder};
+use burn_store::{BurnToPyTorchAdapter, ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
+use std::path::Path;
+
+/// Tensor layout of a safetensors file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Layout {
+    /// PyTorch's names and `[out, in]` linear weights.
+    Pytorch,
+    /// Burn's field names and `[in, out]` linear weights.
+    Burn,
+}
+
+type Bytes = NamedMpkBytesRecorder<FullPrecisionSettings>;
+
+fn escape(s: &str) -> String {
+    s.replace('.', r"\.")
+}
+
+/// Burn's record of `model` as bytes.
+pub fn burn_bytes<B: Backend, M: Module<B>>(model: &M) -> Result<Vec<u8>> {
+    Recorder::<B>::record(&Bytes::default(), model.clone().into_record(), ())
+        .map_err(|e| EmberError::Runtime(format!("cannot encode the model: {e}")))
+}
+
+/// Writes Burn's record of `model` to `path` (atomically).
+pub fn save_burn<B: Backend, M: Module<B>>(model: &M, path: &Path) -> Result<()> {
+    write_atomic(path, &burn_bytes::<B, M>(model)?)
+}
+
+/// Loads Burn's record from `path` into `model`.
+pub fn load_burn<B: Backend, M: Module<B>>(model: M, path: &Path, device: &B::Device) -> Result<M> {
+    let bytes = crate::error::read_file(path)?;
+    let record = Recorder::<B>::load(&Bytes::default(), bytes, device)
+        .map_err(|e| EmberError::file(path, format!("not a Burn record of this model ({e})")))?;
+    Ok(model.load_record(record))
+}
+
+/// The safetensors bytes of `model` in `layout`, with the job recorded in the metadata.
+pub fn safetensors_bytes<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
+    model: &M,
+    layout: Layout,
+    job: &str,
+) -> Result<Vec<u8>> {
+    let mut store = SafetensorsStore::from_bytes(None)
+        .metadata("ember_job", job)
+        .metadata("ember_layout", format!("{layout:?}").to_lowercase());
+    if layout == Layout::Pytorch {
+        store = store.with_to_adapter(BurnToPyTorchAdapter);
+        for (burn, torch) in M::TORCH_NAMES {
+            store = store.with_key_remapping(format!("^{}", escape(burn)), *torch);
+        }
+    }
+    model
+        .save_into(&mut store)
+        .map_err(|e| EmberError::Runtime(format!("cannot encode safetensors: {e}")))?;
+    store
+        .get_bytes()
+        .map_err(|e| EmberError::Runtime(format!("cannot encode safetensors: {e}")))
+}
+
+/// Writes `model` as safetensors to `path` (atomically).
+pub fn save_safetensors<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
+    model: &M,
+    path: &Path,
+    layout: Layout,
+    job: &str,
+) -> Result<()> {
+    write_atomic(path, &safetensors_bytes(model, layout, job)?)
+}
+
+/// Loads weights from a safetensors file in `layout` into `model`; every parameter must be
+/// present with the right shape, and nothing else may be in the file.
+pub fn load_safetensors<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
+    mut model: M,
+    path: &Path,
+    layout: Layout,
+) -> Result<M> {
+    if !path.is_file() {
+        return Err(EmberError::file(path, "no such file"));
+    }
+    let mut store = SafetensorsStore::from_file(path).allow_partial(true);
+    if layout == Layout::Pytorch {
+        store = store.with_from_adapter(PyTorchToBurnAdapter);
+        for (burn, torch) in M::TORCH_NAMES {
+            store = store.with_key_remapping(format!("^{}", escape(torch)), *burn);
+        }
+    }
+    let result = model
+        .load_from(&mut store)
+        .map_err(|e| EmberError::file(path, format!("not a readable safetensors file ({e})")))?;
+    let mut problems = Vec::new();
+    if !result.missing.is_empty() {
+        let names: Vec<&str> = result.missing.iter().map(|(n, _)| n.as_str()).collect();
+        problems.push(format!("missing {}", names.join(", ")));
+    }
+    if !result.unused.is_empty() {
+        problems.push(format!("unexpected {}", result.unused.join(", ")));
+    }
+    if !result.errors.is_empty() {
+        let errs: Vec<String> = result.errors.iter().map(|e| e.to_string()).collect();
+        problems.push(errs.join("; "));
+    }
+    if !problems.is_empty() {
+        return Err(EmberError::file(
+            path,
+            format!(
+                "does not fit this model in {} layout: {}",
+                format!("{layout:?}").to_lowercase(),
+                problems.join("; ")
+            ),
+        ));
+    }
+    Ok(model)
+}

@@ -1,0 +1,175 @@
+//! linear-scalar: the seed's `Model`, y = Linear(40, 1, no bias)(x) + p * f, with p one learned
+//! scalar drawn from N(0, 1); mean squared error.
+
+use super::{StepOutput, TorchNames, linear};
+use crate::config::Init;
+use crate::data::loader::Rows;
+use crate::data::{HostSplit, Labels};
+use burn::module::Param;
+use burn::nn::Linear;
+use burn::nn::loss::{MseLoss, Reduction};
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use burn::tensor::backend::AutodiffBackend;
+use burn::train::{InferenceStep, TrainOutput, TrainStep};
+
+#[derive(Module, Debug)]
+pub struct LinearScalar<B: Backend> {
+    lin: Linear<B>,
+    par: Param<Tensor<B, 1>>,
+}
+
+impl<B: Backend> TorchNames for LinearScalar<B> {
+    const TORCH_NAMES: &'static [(&'static str, &'static str)] = &[];
+}
+
+impl<B: Backend> LinearScalar<B> {
+    pub fn new(inputs: usize, init: Init, seed: u64, device: &B::Device) -> Self {
+        let mut rng = crate::rng::stream(seed, "init", 0);
+        let lin = linear(inputs, 1, false, init, &mut rng, device);
+        let p = crate::rng::normal(&mut rng) as f32;
+        Self {
+            lin,
+            par: Param::from_data(TensorData::new(vec![p], [1]), device),
+        }
+    }
+
+    /// Input columns of `x`.
+    pub fn inputs(&self) -> usize {
+        self.lin.weight.dims()[0]
+    }
+
+    /// Predictions `[n, 1]`.
+    pub fn forward(&self, x: Tensor<B, 2>, f: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.lin.forward(x) + f * self.par.val().unsqueeze_dim(0)
+    }
+
+    fn loss(&self, batch: ScalarBatch<B>) -> Tensor<B, 1> {
+        let prediction = self.forward(batch.x, batch.f);
+        MseLoss::new().forward(prediction, batch.y, Reduction::Mean)
+    }
+}
+
+/// Inputs `x` `[n, k]`, the scalar column `f` `[n, 1]` and targets `y` `[n, 1]`.
+#[derive(Clone, Debug)]
+pub struct ScalarBatch<B: Backend> {
+    pub x: Tensor<B, 2>,
+    pub f: Tensor<B, 2>,
+    pub y: Tensor<B, 2>,
+}
+
+impl<B: Backend> ScalarBatch<B> {
+    pub fn from_host(split: &HostSplit, device: &B::Device) -> Self {
+        let n = split.rows();
+        let y = match &split.labels {
+            Labels::Values(v) => v.clone(),
+            other => unreachable!("linear-scalar data always has real targets, not {other:?}"),
+        };
+        let f = split
+            .scalar
+            .clone()
+            .expect("linear-scalar data always has the scalar column");
+        Self {
+            x: Tensor::from_data(
+                TensorData::new(split.features.values.clone(), [n, split.features.cols]),
+                device,
+            ),
+            f: Tensor::from_data(TensorData::new(f, [n, 1]), device),
+            y: Tensor::from_data(TensorData::new(y, [n, 1]), device),
+        }
+    }
+}
+
+impl<B: Backend> Rows<B> for ScalarBatch<B> {
+    fn rows(&self) -> usize {
+        self.y.dims()[0]
+    }
+    fn narrow(&self, start: usize, len: usize) -> Self {
+        Self {
+            x: self.x.clone().narrow(0, start, len),
+            f: self.f.clone().narrow(0, start, len),
+            y: self.y.clone().narrow(0, start, len),
+        }
+    }
+    fn select(&self, indices: Tensor<B, 1, Int>) -> Self {
+        Self {
+            x: self.x.clone().select(0, indices.clone()),
+            f: self.f.clone().select(0, indices.clone()),
+            y: self.y.clone().select(0, indices),
+        }
+    }
+    fn to_device(&self, device: &B::Device) -> Self {
+        Self {
+            x: self.x.clone().to_device(device),
+            f: self.f.clone().to_device(device),
+            y: self.y.clone().to_device(device),
+        }
+    }
+}
+
+impl<B: AutodiffBackend> TrainStep for LinearScalar<B> {
+    type Input = ScalarBatch<B>;
+    type Output = StepOutput<B>;
+
+    fn step(&self, batch: ScalarBatch<B>) -> TrainOutput<StepOutput<B>> {
+        let rows = batch.y.dims()[0];
+        let loss = self.loss(batch);
+        let grads = loss.backward();
+        let output = StepOutput {
+            loss: loss.detach(),
+            correct: None,
+            rows,
+        };
+        TrainOutput::new(self, grads, output)
+    }
+}
+
+impl<B: Backend> InferenceStep for LinearScalar<B> {
+    type Input = ScalarBatch<B>;
+    type Output = StepOutput<B>;
+
+    fn step(&self, batch: ScalarBatch<B>) -> StepOutput<B> {
+        let rows = batch.y.dims()[0];
+        StepOutput {
+            loss: self.loss(batch),
+            correct: None,
+            rows,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::{Autodiff, Flex};
+
+    #[test]
+    fn prediction_is_linear_part_plus_p_times_f() {
+        let device = Default::default();
+        let model = LinearScalar::<Autodiff<Flex>>::new(40, Init::Torch, 9, &device);
+        let x = Tensor::zeros([3, 40], &device);
+        let f = Tensor::from_data(TensorData::new(vec![1.0f32, 2.0, 3.0], [3, 1]), &device);
+        let out: Vec<f32> = model.forward(x, f).into_data().to_vec().unwrap();
+        let p: f32 = model.par.val().into_scalar();
+        assert_eq!(out, vec![p, 2.0 * p, 3.0 * p]);
+    }
+
+    #[test]
+    fn p_is_drawn_from_the_seed() {
+        let device = Default::default();
+        let a: f32 = LinearScalar::<Flex>::new(40, Init::Torch, 1, &device)
+            .par
+            .val()
+            .into_scalar();
+        let b: f32 = LinearScalar::<Flex>::new(40, Init::Torch, 1, &device)
+            .par
+            .val()
+            .into_scalar();
+        let c: f32 = LinearScalar::<Flex>::new(40, Init::Torch, 2, &device)
+            .par
+            .val()
+            .into_scalar();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+}

@@ -1,0 +1,160 @@
+//! A run's artifact folder: created only once the inputs are known to be good, checked for room
+//! and write access before training starts, and locked so that two ember processes never write
+//! into the same folder.
+
+use crate::error::{EmberError, Result, describe_io};
+use crate::input_err;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The files of a run, by name.
+pub const CONFIG: &str = "config.toml";
+pub const METRICS: &str = "metrics.csv";
+pub const SUMMARY: &str = "summary.json";
+pub const CURVES: &str = "curves.png";
+pub const MODEL_BURN: &str = "model.mpk";
+pub const MODEL_SAFETENSORS: &str = "model.safetensors";
+pub const CHECKPOINTS: &str = "checkpoint";
+const LOCK: &str = ".ember.lock";
+
+/// An open, locked run folder. The lock is released when this is dropped or the process ends.
+pub struct RunDir {
+    pub path: PathBuf,
+    _lock: File,
+}
+
+impl RunDir {
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Creates a new run folder (`--out`, or `runs/<job>-<timestamp>`), refusing one that already
+    /// holds a run or that another process is using.
+    pub fn create(out: Option<&Path>, job: &str, needed_bytes: u64) -> Result<RunDir> {
+        let path = match out {
+            Some(p) => p.to_path_buf(),
+            None => fresh_default(job),
+        };
+        std::fs::create_dir_all(&path).map_err(|e| {
+            input_err!(
+                "--out {}: cannot create the folder ({})",
+                path.display(),
+                describe_io(&e)
+            )
+        })?;
+        let run = Self::lock(&path)?;
+        if path.join(CONFIG).exists() {
+            return Err(input_err!(
+                "--out {}: already holds a run; choose another folder or continue it with --resume {}",
+                path.display(),
+                path.display()
+            ));
+        }
+        run.check_room(needed_bytes)?;
+        Ok(run)
+    }
+
+    /// Opens an existing run folder to continue it.
+    pub fn open(path: &Path, needed_bytes: u64) -> Result<RunDir> {
+        if !path.join(CONFIG).is_file() {
+            return Err(input_err!(
+                "--resume {}: not an ember run folder (no {CONFIG})",
+                path.display()
+            ));
+        }
+        let run = Self::lock(path)?;
+        run.check_room(needed_bytes)?;
+        Ok(run)
+    }
+
+    fn lock(path: &Path) -> Result<RunDir> {
+        let lock_path = path.join(LOCK);
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| {
+                input_err!(
+                    "{}: cannot write into the run folder ({})",
+                    path.display(),
+                    describe_io(&e)
+                )
+            })?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let owner = std::fs::read_to_string(&lock_path).unwrap_or_default();
+                return Err(input_err!(
+                    "{}: another ember process{} is writing to this folder",
+                    path.display(),
+                    match owner.trim() {
+                        "" => String::new(),
+                        pid => format!(" (pid {pid})"),
+                    }
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(input_err!(
+                    "{}: cannot lock the run folder ({})",
+                    path.display(),
+                    describe_io(&e)
+                ));
+            }
+        }
+        file.set_len(0).ok();
+        let _ = write!(file, "{}", std::process::id());
+        Ok(RunDir {
+            path: path.to_path_buf(),
+            _lock: file,
+        })
+    }
+
+    /// Fails early when the folder cannot take the run's files.
+    fn check_room(&self, needed_bytes: u64) -> Result<()> {
+        // A real write, not just a permission check: read-only mounts and full disks show here.
+        let probe = self.path.join(".ember-write-test");
+        let written = std::fs::write(&probe, vec![0u8; 4096]);
+        std::fs::remove_file(&probe).ok();
+        if let Err(e) = written {
+            return Err(input_err!(
+                "{}: cannot write into the run folder ({})",
+                self.path.display(),
+                describe_io(&e)
+            ));
+        }
+        let free = fs4::available_space(&self.path).unwrap_or(u64::MAX);
+        if free < needed_bytes {
+            return Err(EmberError::Input(format!(
+                "{}: only {} free, the run needs about {} for checkpoints and the final model",
+                self.path.display(),
+                human_bytes(free),
+                human_bytes(needed_bytes)
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `runs/<job>-<YYYYmmdd-HHMMSS>`, with a suffix when two runs start in the same second.
+fn fresh_default(job: &str) -> PathBuf {
+    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
+    let base = PathBuf::from("runs").join(format!("{job}-{stamp}"));
+    let mut path = base.clone();
+    let mut n = 2;
+    while path.exists() {
+        path = PathBuf::from(format!("{}-{n}", base.display()));
+        n += 1;
+    }
+    path
+}
+
+pub fn human_bytes(b: u64) -> String {
+    match b {
+        0..1_000_000 => format!("{:.0} kB", b as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+        _ => format!("{:.1} GB", b as f64 / 1e9),
+    }
+}

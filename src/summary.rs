@@ -1,0 +1,149 @@
+//! `summary.json`: one file per run that says what was trained, how it ended and how fast it
+//! went; `ember runs` lists runs from these files.
+
+use crate::error::{EmberError, Result, write_atomic};
+use crate::train::RunReport;
+use crate::train::history::EpochRecord;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+pub const BURN_VERSION: &str = "0.21.0";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Metrics {
+    pub train_loss: f64,
+    pub valid_loss: f64,
+    pub valid_accuracy: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Best {
+    pub valid_loss: f64,
+    pub valid_loss_epoch: usize,
+    pub valid_accuracy: Option<f64>,
+    pub valid_accuracy_epoch: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub job: String,
+    /// complete, diverged, interrupted or failed.
+    pub status: String,
+    pub message: Option<String>,
+    pub config_hash: String,
+    pub device: String,
+    pub data: String,
+    pub params: usize,
+    pub epochs_done: usize,
+    pub epochs_total: usize,
+    pub batch_size: usize,
+    pub final_metrics: Option<Metrics>,
+    pub best: Option<Best>,
+    /// Time spent in training epochs (validation and start-up excluded).
+    pub train_seconds: f64,
+    /// From the start of the command to the end of the run.
+    pub wall_seconds: f64,
+    /// Training steps per second over all epochs of this process and earlier ones.
+    pub steps_per_s: f64,
+    pub ember_version: String,
+    pub burn_version: String,
+    pub git_commit: Option<String>,
+    pub finished_at: String,
+}
+
+impl Summary {
+    pub fn from_report(r: &RunReport) -> Self {
+        let h = &r.history;
+        let (status, message) = match &r.failure {
+            None => ("complete", None),
+            Some(e @ EmberError::Diverged(_)) => ("diverged", Some(e.to_string())),
+            Some(e @ EmberError::Interrupted(_)) => ("interrupted", Some(e.to_string())),
+            Some(e) => ("failed", Some(e.to_string())),
+        };
+        let train_seconds: f64 = h.iter().map(|e| e.train.seconds).sum();
+        let steps: usize = h.iter().map(|e| e.train.steps).sum();
+        Summary {
+            job: r.config.job.name().to_string(),
+            status: status.to_string(),
+            message,
+            config_hash: r.config.hash(),
+            device: r.device.to_string(),
+            data: r.data_source.clone(),
+            params: r.params,
+            epochs_done: h.last().map_or(0, |e| e.epoch),
+            epochs_total: r.config.epochs,
+            batch_size: r.config.batch_size,
+            final_metrics: h.last().map(|e| Metrics {
+                train_loss: e.train.loss,
+                valid_loss: e.valid.loss,
+                valid_accuracy: e.valid.accuracy,
+            }),
+            best: best(h),
+            train_seconds,
+            wall_seconds: r.wall_seconds,
+            steps_per_s: if train_seconds > 0.0 {
+                steps as f64 / train_seconds
+            } else {
+                0.0
+            },
+            ember_version: env!("CARGO_PKG_VERSION").to_string(),
+            burn_version: BURN_VERSION.to_string(),
+            git_commit: option_env!("EMBER_GIT_COMMIT").map(str::to_string),
+            finished_at: chrono::Local::now().to_rfc3339(),
+        }
+    }
+
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_vec_pretty(self).expect("a summary always serialises");
+        write_atomic(path, &text)
+    }
+
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes = crate::error::read_file(path)?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| EmberError::file(path, format!("not an ember summary ({e})")))
+    }
+
+    /// The line printed at the end of `ember train`.
+    pub fn line(&self, run_dir: &Path) -> String {
+        let metrics = match &self.final_metrics {
+            Some(m) => {
+                let acc = m
+                    .valid_accuracy
+                    .map(|a| format!(", valid accuracy {:.2} %", 100.0 * a))
+                    .unwrap_or_default();
+                format!("valid loss {:.4}{acc}", m.valid_loss)
+            }
+            None => "no epoch finished".to_string(),
+        };
+        format!(
+            "{} {} on {}: {}/{} epochs, {metrics}, train {:.1} s ({:.0} steps/s), wall {:.1} s -> {}",
+            self.job,
+            self.status,
+            self.device,
+            self.epochs_done,
+            self.epochs_total,
+            self.train_seconds,
+            self.steps_per_s,
+            self.wall_seconds,
+            run_dir.display()
+        )
+    }
+}
+
+fn best(h: &[EpochRecord]) -> Option<Best> {
+    let by_loss = h
+        .iter()
+        .filter(|e| e.valid.loss.is_finite())
+        .min_by(|a, b| a.valid.loss.total_cmp(&b.valid.loss))?;
+    let by_acc = h
+        .iter()
+        .filter_map(|e| e.valid.accuracy.map(|a| (e.epoch, a)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    Some(Best {
+        valid_loss: by_loss.valid.loss,
+        valid_loss_epoch: by_loss.epoch,
+        valid_accuracy: by_acc.map(|(_, a)| a),
+        valid_accuracy_epoch: by_acc.map(|(e, _)| e),
+    })
+}

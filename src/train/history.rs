@@ -1,0 +1,138 @@
+//! The per-epoch record of a run: what `metrics.csv`, `curves.png`, `summary.json` and the
+//! checkpoint manifests are made from.
+
+use crate::error::{Result, write_atomic};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One split of one epoch.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct SplitRecord {
+    pub loss: f64,
+    pub accuracy: Option<f64>,
+    pub seconds: f64,
+    pub steps: usize,
+}
+
+impl SplitRecord {
+    pub fn steps_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.steps as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One epoch: training then validation.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct EpochRecord {
+    pub epoch: usize,
+    pub train: SplitRecord,
+    pub valid: SplitRecord,
+}
+
+pub const CSV_HEADER: &str = "epoch,split,loss,accuracy,seconds,steps_per_s";
+
+fn csv_rows(r: &EpochRecord) -> String {
+    let row = |split: &str, s: &SplitRecord| {
+        format!(
+            "{},{split},{},{},{:.4},{:.1}\n",
+            r.epoch,
+            s.loss,
+            s.accuracy.map(|a| a.to_string()).unwrap_or_default(),
+            s.seconds,
+            s.steps_per_s()
+        )
+    };
+    row("train", &r.train) + &row("valid", &r.valid)
+}
+
+/// Writes `metrics.csv` for the whole history (atomically: a reader never sees half a row).
+pub fn write_csv(path: &Path, history: &[EpochRecord]) -> Result<()> {
+    let mut text = format!("{CSV_HEADER}\n");
+    for r in history {
+        text.push_str(&csv_rows(r));
+    }
+    write_atomic(path, text.as_bytes())
+}
+
+/// Reads `metrics.csv` back (for `ember plot` and `ember runs`).
+pub fn read_csv(path: &Path) -> Result<Vec<EpochRecord>> {
+    let bytes = crate::error::read_file(path)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines = text.lines();
+    if lines.next() != Some(CSV_HEADER) {
+        return Err(crate::error::EmberError::file(
+            path,
+            format!("not an ember metrics file (the header must be {CSV_HEADER})"),
+        ));
+    }
+    let mut out: Vec<EpochRecord> = Vec::new();
+    for (i, line) in lines.enumerate() {
+        let f: Vec<&str> = line.split(',').collect();
+        let bad = || {
+            crate::error::EmberError::file(
+                path,
+                format!("line {}: malformed row \"{line}\"", i + 2),
+            )
+        };
+        if f.len() != 6 {
+            return Err(bad());
+        }
+        let num = |s: &str| s.parse::<f64>().map_err(|_| bad());
+        let epoch: usize = f[0].parse().map_err(|_| bad())?;
+        let seconds = num(f[4])?;
+        let split = SplitRecord {
+            loss: num(f[2])?,
+            accuracy: if f[3].is_empty() {
+                None
+            } else {
+                Some(num(f[3])?)
+            },
+            seconds,
+            steps: (num(f[5])? * seconds).round() as usize,
+        };
+        match f[1] {
+            "train" => out.push(EpochRecord {
+                epoch,
+                train: split,
+                valid: split,
+            }),
+            "valid" => match out.last_mut() {
+                Some(last) if last.epoch == epoch => last.valid = split,
+                _ => return Err(bad()),
+            },
+            _ => return Err(bad()),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_round_trips() {
+        let rec = |e, l| EpochRecord {
+            epoch: e,
+            train: SplitRecord {
+                loss: l,
+                accuracy: Some(0.5),
+                seconds: 2.0,
+                steps: 100,
+            },
+            valid: SplitRecord {
+                loss: l + 0.1,
+                accuracy: None,
+                seconds: 0.5,
+                steps: 10,
+            },
+        };
+        let history = vec![rec(1, 1.0), rec(2, 0.75)];
+        let path = std::env::temp_dir().join(format!("ember-hist-{}.csv", std::process::id()));
+        write_csv(&path, &history).unwrap();
+        assert_eq!(read_csv(&path).unwrap(), history);
+    }
+}

@@ -1,0 +1,467 @@
+//! `ember train`: turns a checked config into Burn's `SupervisedTraining` + `Learner` run.
+//! Data flows one way: config -> host data -> device tensors (once) -> Learner -> artifacts.
+
+pub mod checkpoint;
+pub mod history;
+pub mod metrics;
+pub mod signals;
+pub mod strategy;
+
+use crate::config::{DataSpec, JobConfig, JobKind, OptimizerSpec};
+use crate::console::Console;
+use crate::data::loader::{DeviceLoader, EpochCell, Order, Rows};
+use crate::data::{self, HostData};
+use crate::device::{self, Device, DeviceRequest, OnBackend};
+use crate::error::{EmberError, Result, write_atomic};
+use crate::export::{self, Layout};
+use crate::input_err;
+use crate::model::fashion::{FashionMlp, ImageBatch};
+use crate::model::linear_scalar::{LinearScalar, ScalarBatch};
+use crate::model::tabular::{TableBatch, TabularMlp};
+use crate::model::{StepOutput, TorchNames};
+use crate::run_dir::{self, RunDir};
+use burn::module::{AutodiffModule, Module};
+use burn::optim::{AdamConfig, Optimizer, SgdConfig, momentum::MomentumConfig};
+use burn::tensor::backend::AutodiffBackend;
+use burn::train::{
+    InferenceStep, Learner, LearningComponentsMarker, SupervisedTraining, TrainStep,
+    TrainingStrategy,
+};
+use history::EpochRecord;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use strategy::{EmberStrategy, RunLog};
+
+/// The command line of `ember train`, after parsing.
+#[derive(Debug, Clone)]
+pub struct TrainArgs {
+    pub device: DeviceRequest,
+    pub epochs: Option<usize>,
+    pub seed: Option<u64>,
+    pub out: Option<PathBuf>,
+    pub max_train_rows: Option<usize>,
+    pub max_valid_rows: Option<usize>,
+    pub resume: Option<PathBuf>,
+    pub init_from: Option<PathBuf>,
+    pub tui: bool,
+}
+
+/// What a finished (or stopped) run reports.
+pub struct RunReport {
+    pub run_dir: PathBuf,
+    pub config: JobConfig,
+    pub device: Device,
+    pub history: Vec<EpochRecord>,
+    pub wall_seconds: f64,
+    pub failure: Option<EmberError>,
+    pub data_source: String,
+    pub params: usize,
+}
+
+/// Resolves the config (the job file, or the resumed run's own), loads the data, trains, and
+/// writes the artifacts. Returns the report even when training stopped early; the caller turns
+/// `failure` into the exit code.
+pub fn run(config_path: Option<&Path>, args: &TrainArgs, console: &Console) -> Result<RunReport> {
+    let started = Instant::now();
+    let mut config =
+        match &args.resume {
+            Some(dir) => {
+                let saved = crate::config::load(&dir.join(run_dir::CONFIG))?;
+                if let Some(path) = config_path {
+                    let given = crate::config::load(path)?;
+                    if (JobConfig {
+                        epochs: saved.epochs,
+                        ..given
+                    }) != saved
+                    {
+                        console.line(&format!(
+                        "note: {} differs from the run's config.toml; resuming with the run's own",
+                        path.display()
+                    ));
+                    }
+                }
+                saved
+            }
+            None => crate::config::load(config_path.ok_or_else(|| {
+                input_err!("ember train needs a config file (or --resume RUN_DIR)")
+            })?)?,
+        };
+    if let Some(e) = args.epochs {
+        if e == 0 {
+            return Err(input_err!("--epochs 0 must be at least 1"));
+        }
+        config.epochs = e;
+    }
+    if let Some(s) = args.seed {
+        if args.resume.is_some() && s != config.seed {
+            return Err(input_err!(
+                "--seed {s}: a resumed run keeps its seed ({})",
+                config.seed
+            ));
+        }
+        config.seed = s;
+    }
+
+    let device = device::choose(args.device)?;
+    console.line(&format!(
+        "{}: training on {}",
+        config.job.name(),
+        device::describe(device)
+    ));
+
+    console.status("reading data");
+    let t = Instant::now();
+    let mut data = data::load(&config)?;
+    if let Some(n) = args.max_train_rows {
+        data.train = data.train.truncate(n.max(1));
+    }
+    if let Some(n) = args.max_valid_rows {
+        data.valid = data.valid.truncate(n.max(1));
+    }
+    // Statistics computed from this run's training split become part of its resolved config.
+    if let (DataSpec::Table { stats, .. }, Some(s)) = (&mut config.data, &data.stats) {
+        *stats = Some(s.clone());
+    }
+    console.line(&format!(
+        "data: {} ({} train rows, {} valid rows; read in {:.1} s)",
+        data.source,
+        data.train.rows(),
+        data.valid.rows(),
+        t.elapsed().as_secs_f64()
+    ));
+
+    let log = Arc::new(Mutex::new(RunLog::default()));
+    let task = TrainTask {
+        config: config.clone(),
+        data: &data,
+        args,
+        console,
+        log: log.clone(),
+    };
+    let prepared = device::dispatch(device, task)?;
+    let log = std::mem::take(&mut *log.lock().expect("run log lock"));
+    Ok(RunReport {
+        run_dir: prepared.run_dir,
+        config,
+        device,
+        history: log.history,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        failure: log.failure,
+        data_source: data.source.clone(),
+        params: prepared.params,
+    })
+}
+
+struct TrainTask<'a> {
+    config: JobConfig,
+    data: &'a HostData,
+    args: &'a TrainArgs,
+    console: &'a Console,
+    log: Arc<Mutex<RunLog>>,
+}
+
+/// What the backend-specific part hands back.
+struct Trained {
+    run_dir: PathBuf,
+    params: usize,
+}
+
+impl OnBackend for TrainTask<'_> {
+    type Output = Result<Trained>;
+
+    fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<Trained> {
+        let c = self.config.clone();
+        let (train, valid) = (&self.data.train, &self.data.valid);
+        self.console.status("uploading data to the device");
+        match c.job {
+            JobKind::FashionMlp => self.fit(
+                FashionMlp::<B>::new(c.init, c.seed, &device),
+                ImageBatch::<B>::from_host(train, &device),
+                ImageBatch::<B::InnerBackend>::from_host(valid, &device),
+                device,
+            ),
+            JobKind::TabularMlp => self.fit(
+                TabularMlp::<B>::new(train.features.cols, c.init, c.seed, &device),
+                TableBatch::<B>::from_host(train, &device),
+                TableBatch::<B::InnerBackend>::from_host(valid, &device),
+                device,
+            ),
+            JobKind::LinearScalar => self.fit(
+                LinearScalar::<B>::new(train.features.cols, c.init, c.seed, &device),
+                ScalarBatch::<B>::from_host(train, &device),
+                ScalarBatch::<B::InnerBackend>::from_host(valid, &device),
+                device,
+            ),
+        }
+    }
+}
+
+/// The bounds every ember model meets: Burn's train and inference steps over device-cut
+/// batches, with ember's step output, and PyTorch names for export.
+pub trait TrainableModel<B: AutodiffBackend>:
+    TrainStep<Input = Self::Batch, Output = StepOutput<B>>
+    + AutodiffModule<B, InnerModule = Self::Inference>
+    + TorchNames
+    + core::fmt::Display
+    + 'static
+{
+    type Batch: Rows<B>;
+    type ValidBatch: Rows<B::InnerBackend>;
+    type Inference: InferenceStep<Input = Self::ValidBatch, Output = StepOutput<B::InnerBackend>>
+        + Module<B::InnerBackend>
+        + TorchNames;
+}
+
+impl<B, M, T, I, V> TrainableModel<B> for M
+where
+    B: AutodiffBackend,
+    T: Rows<B>,
+    V: Rows<B::InnerBackend>,
+    I: InferenceStep<Input = V, Output = StepOutput<B::InnerBackend>>
+        + Module<B::InnerBackend>
+        + TorchNames,
+    M: TrainStep<Input = T, Output = StepOutput<B>>
+        + AutodiffModule<B, InnerModule = I>
+        + TorchNames
+        + core::fmt::Display
+        + 'static,
+{
+    type Batch = T;
+    type ValidBatch = V;
+    type Inference = I;
+}
+
+impl TrainTask<'_> {
+    fn fit<B: AutodiffBackend, M: TrainableModel<B>>(
+        self,
+        model: M,
+        train: M::Batch,
+        valid: M::ValidBatch,
+        device: B::Device,
+    ) -> Result<Trained> {
+        match self.config.optimizer {
+            OptimizerSpec::Sgd { lr, momentum } => {
+                let mut sgd = SgdConfig::new();
+                if momentum > 0.0 {
+                    sgd = sgd.with_momentum(Some(
+                        MomentumConfig::new()
+                            .with_momentum(momentum)
+                            .with_dampening(0.0),
+                    ));
+                }
+                self.launch(model, sgd.init(), lr, train, valid, device)
+            }
+            OptimizerSpec::Adam {
+                lr,
+                beta1,
+                beta2,
+                epsilon,
+            } => {
+                let adam = AdamConfig::new()
+                    .with_beta_1(beta1 as f32)
+                    .with_beta_2(beta2 as f32)
+                    .with_epsilon(epsilon as f32);
+                self.launch(model, adam.init(), lr, train, valid, device)
+            }
+        }
+    }
+
+    fn launch<B, M, O>(
+        self,
+        mut model: M,
+        optimizer: O,
+        lr: f64,
+        train: M::Batch,
+        valid: M::ValidBatch,
+        device: B::Device,
+    ) -> Result<Trained>
+    where
+        B: AutodiffBackend,
+        M: TrainableModel<B>,
+        O: Optimizer<M, B> + 'static,
+    {
+        let config = &self.config;
+        let params = model.num_params();
+        // Checkpoints (model + optimizer state, two epochs at most during a commit) and the
+        // final model in two formats, with room to spare.
+        let needed = 16 * 4 * params as u64 + 32 * 1024 * 1024;
+
+        if let Some(path) = &self.args.init_from {
+            model = export::load_safetensors(model, path, Layout::Pytorch)?;
+            self.console
+                .line(&format!("initial weights: {}", path.display()));
+        }
+
+        let mut learner: Learner<LearningComponentsMarker<B, f64, M, O>> =
+            Learner::new(model, optimizer, lr);
+        let mut history = Vec::new();
+        let (run, resume_epoch) = match &self.args.resume {
+            Some(dir) => {
+                let run = RunDir::open(dir, needed)?;
+                let ckpt_dir = run.file(run_dir::CHECKPOINTS);
+                let manifest = checkpoint::latest(&ckpt_dir)?;
+                if manifest.config_hash != config.hash() {
+                    return Err(input_err!(
+                        "{}: the checkpoint was made with another config than {}",
+                        ckpt_dir.display(),
+                        run.file(run_dir::CONFIG).display()
+                    ));
+                }
+                if manifest.epoch >= config.epochs {
+                    return Err(input_err!(
+                        "{}: already trained all {} epochs; pass --epochs N (N > {}) to train further",
+                        dir.display(),
+                        config.epochs,
+                        manifest.epoch
+                    ));
+                }
+                learner.load_model(checkpoint::load_part(
+                    &ckpt_dir, &manifest, "model", &device,
+                )?);
+                learner.load_optim(checkpoint::load_part(
+                    &ckpt_dir, &manifest, "optim", &device,
+                )?);
+                learner.load_scheduler(checkpoint::load_part::<_, B>(
+                    &ckpt_dir,
+                    &manifest,
+                    "scheduler",
+                    &device,
+                )?);
+                history = manifest.history.clone();
+                self.console.line(&format!(
+                    "resuming {} after epoch {}/{}",
+                    dir.display(),
+                    manifest.epoch,
+                    config.epochs
+                ));
+                (run, Some(manifest.epoch))
+            }
+            None => {
+                let run = RunDir::create(self.args.out.as_deref(), config.job.name(), needed)?;
+                write_atomic(&run.file(run_dir::CONFIG), config.to_toml().as_bytes())?;
+                (run, None)
+            }
+        };
+        self.console
+            .line(&format!("artifacts: {}", run.path.display()));
+
+        let epoch_cell = EpochCell::default();
+        let order = if config.shuffle {
+            Order::Shuffled { seed: config.seed }
+        } else {
+            Order::Sequential
+        };
+        let train_loader = DeviceLoader::<B, M::Batch>::new(
+            train,
+            device.clone(),
+            config.batch_size,
+            config.drop_last,
+            order,
+            epoch_cell.clone(),
+        );
+        let steps_per_epoch = train_loader.batches_per_epoch();
+        if steps_per_epoch == 0 {
+            return Err(input_err!(
+                "batch_size = {} with drop_last leaves no full batch of the {} training rows",
+                config.batch_size,
+                train_loader.num_rows()
+            ));
+        }
+        // Validation never shuffles nor drops rows.
+        let valid_loader = DeviceLoader::<B::InnerBackend, M::ValidBatch>::new(
+            valid,
+            device.clone(),
+            config.batch_size,
+            false,
+            Order::Sequential,
+            EpochCell::default(),
+        );
+
+        self.log.lock().expect("run log lock").history = history;
+        let strategy = EmberStrategy {
+            device: device.clone(),
+            epoch_cell,
+            checkpoints: checkpoint::CheckpointDir::new(run.file(run_dir::CHECKPOINTS)),
+            config_hash: config.hash(),
+            run_dir: run.path.clone(),
+            log: self.log.clone(),
+            console: self.console.clone(),
+            stop: signals::StopSignal::install(),
+            report_every: crate::console::tick_interval(),
+        };
+        std::fs::create_dir_all(run.file(run_dir::CHECKPOINTS))
+            .map_err(|e| EmberError::write(&run.file(run_dir::CHECKPOINTS), e))?;
+
+        let mut training =
+            SupervisedTraining::new(&run.path, Arc::new(train_loader), Arc::new(valid_loader))
+                .with_training_strategy(TrainingStrategy::Custom(Arc::new(strategy)))
+                .with_metric_logger(NullLogger)
+                .with_application_logger(None)
+                .num_epochs(config.epochs)
+                .metric_train_numeric(metrics::RunningMetric::loss())
+                .metric_valid_numeric(metrics::RunningMetric::loss());
+        if config.job.is_classifier() {
+            training = training
+                .metric_train_numeric(metrics::RunningMetric::accuracy())
+                .metric_valid_numeric(metrics::RunningMetric::accuracy());
+        }
+        if let Some(epoch) = resume_epoch {
+            training = training.checkpoint(epoch);
+        }
+        training = if self.args.tui && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            let interrupter = training.interrupter();
+            training.renderer(burn::train::renderer::tui::TuiMetricsRendererWrapper::new(
+                interrupter,
+                resume_epoch,
+            ))
+        } else {
+            training.renderer(self.console.renderer(config.epochs, steps_per_epoch))
+        };
+
+        let result = training.launch(learner);
+        self.console.finish();
+
+        let failed = self.log.lock().expect("run log lock").failure.is_some();
+        if !failed {
+            export::save_burn(&result.model, &run.file(run_dir::MODEL_BURN))?;
+            export::save_safetensors(
+                &result.model,
+                &run.file(run_dir::MODEL_SAFETENSORS),
+                Layout::Pytorch,
+                config.job.name(),
+            )?;
+        }
+        Ok(Trained {
+            run_dir: run.path.clone(),
+            params,
+        })
+    }
+}
+
+/// Burn's metric logger writes a file per metric and epoch, row by row; ember keeps its own
+/// per-epoch `metrics.csv`, so this logger keeps nothing.
+struct NullLogger;
+
+impl burn::train::logger::MetricLogger for NullLogger {
+    fn log(
+        &mut self,
+        _: burn::train::metric::store::MetricsUpdate,
+        _: usize,
+        _: &burn::train::metric::store::Split,
+    ) {
+    }
+
+    fn read_numeric(
+        &mut self,
+        _: &str,
+        _: usize,
+        _: &burn::train::metric::store::Split,
+    ) -> std::result::Result<Vec<burn::train::metric::NumericEntry>, String> {
+        Ok(Vec::new())
+    }
+
+    fn log_metric_definition(&mut self, _: burn::train::metric::MetricDefinition) {}
+
+    fn log_epoch_summary(&mut self, _: burn::train::metric::store::EpochSummary) {}
+}

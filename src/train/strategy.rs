@@ -1,0 +1,404 @@
+//! ember's epoch loop, plugged into Burn's `SupervisedTraining` as a custom learning strategy.
+//! It drives Burn's `Learner` exactly as Burn's single-device strategy does (lr step, train step,
+//! optimizer step, validation, checkpoint), and differs where small models need it:
+//! - step losses and correct counts are summed on the device; the host reads those totals a few
+//!   times a second for progress and once at the end of each epoch, never once per step;
+//! - the event processor (metrics, renderer) gets those reports, not every step;
+//! - a non-finite loss or weight stops the run before any checkpoint is written from it;
+//! - checkpoints go through ember's atomic checkpointer, and Ctrl-C stops after a checkpoint.
+
+use crate::error::EmberError;
+use crate::model::{StepOutput, StepStats, scalar};
+use crate::train::checkpoint::{CheckpointDir, PARTS};
+use crate::train::history::{EpochRecord, SplitRecord, write_csv};
+use crate::train::signals::StopSignal;
+use burn::data::dataloader::{DataLoader, Progress};
+use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
+use burn::prelude::*;
+use burn::tensor::backend::AutodiffBackend;
+use burn::train::checkpoint::{AsyncCheckpointer, CheckpointingAction, CheckpointingStrategy};
+use burn::train::metric::store::EventStoreClient;
+use burn::train::{
+    EventProcessorTraining, InferenceStep, Learner, LearnerEvent, LearningCheckpointer,
+    LearningComponentsTypes, SupervisedLearningStrategy, SupervisedTrainingEventProcessor,
+    TrainLoader, TrainStep, TrainingComponents, TrainingItem, TrainingModel, ValidLoader,
+};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+type Inner<LC> = <<LC as LearningComponentsTypes>::Backend as AutodiffBackend>::InnerBackend;
+
+/// What the strategy leaves behind for `train` to read after `launch` returns.
+#[derive(Default)]
+pub struct RunLog {
+    pub history: Vec<EpochRecord>,
+    pub failure: Option<EmberError>,
+}
+
+pub struct EmberStrategy<LC: LearningComponentsTypes> {
+    pub device: burn::tensor::Device<LC::Backend>,
+    pub epoch_cell: crate::data::loader::EpochCell,
+    pub checkpoints: CheckpointDir,
+    pub config_hash: String,
+    pub run_dir: PathBuf,
+    pub log: Arc<Mutex<RunLog>>,
+    pub console: crate::console::Console,
+    pub stop: StopSignal,
+    pub report_every: Duration,
+}
+
+/// Running totals of one epoch, on the device.
+struct Totals<B: Backend> {
+    loss_sum: Option<Tensor<B, 1>>,
+    correct: Option<Tensor<B, 1>>,
+    rows: usize,
+}
+
+impl<B: Backend> Totals<B> {
+    fn new() -> Self {
+        Self {
+            loss_sum: None,
+            correct: None,
+            rows: 0,
+        }
+    }
+
+    fn add(&mut self, out: StepOutput<B>) {
+        fn sum<B: Backend>(acc: Option<Tensor<B, 1>>, v: Tensor<B, 1>) -> Tensor<B, 1> {
+            match acc {
+                Some(a) => a + v,
+                None => v,
+            }
+        }
+        let weighted = out.loss.mul_scalar(out.rows as f32);
+        self.loss_sum = Some(sum(self.loss_sum.take(), weighted));
+        if let Some(c) = out.correct {
+            self.correct = Some(sum(self.correct.take(), c));
+        }
+        self.rows += out.rows;
+    }
+
+    /// One device read of the running means.
+    fn read(&self) -> StepStats {
+        let n = self.rows.max(1) as f64;
+        StepStats {
+            loss: self.loss_sum.clone().map_or(f64::NAN, scalar) / n,
+            accuracy: self.correct.clone().map(|c| scalar(c) / n),
+            rows: self.rows,
+        }
+    }
+
+    /// The report handed to Burn's metrics: the running means as tiny tensors.
+    fn report(stats: StepStats, device: &B::Device) -> StepOutput<B> {
+        let one = |v: f64| Tensor::<B, 1>::from_floats([v as f32], device);
+        StepOutput {
+            loss: one(stats.loss),
+            correct: stats.accuracy.map(|a| one(a * stats.rows as f64)),
+            rows: stats.rows,
+        }
+    }
+}
+
+/// Saves every epoch; ember's checkpoint commit removes the older ones.
+struct EveryEpoch;
+
+impl CheckpointingStrategy for EveryEpoch {
+    fn checkpointing(&mut self, _epoch: usize, _: &EventStoreClient) -> Vec<CheckpointingAction> {
+        vec![CheckpointingAction::Save]
+    }
+}
+
+/// Checks every float parameter for NaN or infinity with one device read.
+struct NonFinite<B: Backend> {
+    count: Option<Tensor<B, 1, Int>>,
+}
+
+impl<B: Backend> ModuleVisitor<B> for NonFinite<B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let bad = param.val().is_finite().bool_not().int().sum();
+        self.count = Some(match self.count.take() {
+            Some(c) => c + bad,
+            None => bad,
+        });
+    }
+}
+
+fn non_finite_weights<B: Backend, M: Module<B>>(model: &M) -> bool {
+    let mut v = NonFinite::<B> { count: None };
+    model.visit(&mut v);
+    v.count
+        .map(|c| {
+            c.into_data()
+                .convert::<i64>()
+                .to_vec::<i64>()
+                .ok()
+                .and_then(|v| v.first().copied())
+                .unwrap_or(1)
+                != 0
+        })
+        .unwrap_or(false)
+}
+
+/// The error for a non-finite value, naming where it was seen and the last good checkpoint.
+fn diverged(checkpoints: &CheckpointDir, what: &str, epoch: usize, steps: String) -> EmberError {
+    let committed = checkpoints
+        .committed()
+        .or_else(|| crate::train::checkpoint::list_epochs(checkpoints.path()).pop());
+    let last_good = match committed {
+        Some(e) => format!(
+            "last good checkpoint: epoch {e} in {}",
+            checkpoints.path().display()
+        ),
+        None => "no checkpoint was written yet".to_string(),
+    };
+    EmberError::Diverged(format!(
+        "{what} in epoch {epoch}, {steps}; {last_good}; try a lower learning rate"
+    ))
+}
+
+impl<LC> EmberStrategy<LC>
+where
+    LC: LearningComponentsTypes,
+    LC::TrainingModel: TrainStep<Output = StepOutput<LC::Backend>>,
+    LC::InferenceModel: InferenceStep<Output = StepOutput<Inner<LC>>>,
+{
+    fn diverged(&self, what: &str, epoch: usize, steps: String) -> EmberError {
+        diverged(&self.checkpoints, what, epoch, steps)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn train_epoch(
+        &self,
+        learner: &mut Learner<LC>,
+        loader: &dyn DataLoader<LC::Backend, <LC::TrainingModel as TrainStep>::Input>,
+        epoch: usize,
+        epochs: usize,
+        processor: &mut SupervisedTrainingEventProcessor<LC>,
+        interrupter: &burn::train::Interrupter,
+    ) -> Result<SplitRecord, EmberError> {
+        let started = Instant::now();
+        let mut totals = Totals::<LC::Backend>::new();
+        let mut iter = loader.iter();
+        let (mut step, mut good_until) = (0, 0);
+        let mut last_report = Instant::now();
+        let mut stats = None;
+        while let Some(batch) = iter.next() {
+            step += 1;
+            learner.lr_step();
+            let out = learner.train_step(batch);
+            learner.optimizer_step(out.grads);
+            totals.add(out.item);
+            let progress = iter.progress();
+            let last = progress.items_processed >= progress.items_total;
+            if last || last_report.elapsed() >= self.report_every {
+                let s = totals.read();
+                if !s.loss.is_finite() {
+                    return Err(self.diverged(
+                        "non-finite training loss",
+                        epoch,
+                        format!("steps {}-{step}", good_until + 1),
+                    ));
+                }
+                good_until = step;
+                stats = Some(s);
+                processor.process_train(LearnerEvent::ProcessedItem(TrainingItem::new(
+                    Totals::report(s, &self.device),
+                    progress,
+                    Progress::new(epoch, epochs),
+                    Some(step),
+                    Some(learner.lr_current()),
+                )));
+                last_report = Instant::now();
+            }
+            if interrupter.should_stop() {
+                break;
+            }
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        processor.process_train(LearnerEvent::EndEpoch(epoch));
+        let s = stats.unwrap_or_else(|| totals.read());
+        Ok(SplitRecord {
+            loss: s.loss,
+            accuracy: s.accuracy,
+            seconds,
+            steps: step,
+        })
+    }
+
+    fn valid_epoch(
+        &self,
+        model: &LC::InferenceModel,
+        loader: &dyn DataLoader<Inner<LC>, <LC::InferenceModel as InferenceStep>::Input>,
+        epoch: usize,
+        epochs: usize,
+        processor: &mut SupervisedTrainingEventProcessor<LC>,
+    ) -> SplitRecord {
+        let started = Instant::now();
+        let device = self.device.clone();
+        let mut totals = Totals::<Inner<LC>>::new();
+        let mut iter = loader.iter();
+        let mut step = 0;
+        while let Some(batch) = iter.next() {
+            step += 1;
+            totals.add(model.step(batch));
+        }
+        let s = totals.read();
+        let seconds = started.elapsed().as_secs_f64();
+        processor.process_valid(LearnerEvent::ProcessedItem(TrainingItem::new(
+            Totals::report(s, &device),
+            iter.progress(),
+            Progress::new(epoch, epochs),
+            Some(step),
+            None,
+        )));
+        processor.process_valid(LearnerEvent::EndEpoch(epoch));
+        SplitRecord {
+            loss: s.loss,
+            accuracy: s.accuracy,
+            seconds,
+            steps: step,
+        }
+    }
+
+    fn epoch_line(&self, r: &EpochRecord, epochs: usize) -> String {
+        let acc = |a: Option<f64>| {
+            a.map(|a| format!(" acc {:.2} %", 100.0 * a))
+                .unwrap_or_default()
+        };
+        format!(
+            "epoch {:>width$}/{epochs}  train loss {:.4}{}  valid loss {:.4}{}  {:.2} s  {:.0} steps/s",
+            r.epoch,
+            r.train.loss,
+            acc(r.train.accuracy),
+            r.valid.loss,
+            acc(r.valid.accuracy),
+            r.train.seconds,
+            r.train.steps_per_s(),
+            width = epochs.to_string().len()
+        )
+    }
+
+    fn fail(&self, e: EmberError) {
+        let mut log = self.log.lock().expect("run log lock");
+        if log.failure.is_none() {
+            log.failure = Some(e);
+        }
+    }
+}
+
+impl<LC> SupervisedLearningStrategy<LC> for EmberStrategy<LC>
+where
+    LC: LearningComponentsTypes,
+    LC::TrainingModel: TrainStep<Output = StepOutput<LC::Backend>>,
+    LC::InferenceModel: InferenceStep<Output = StepOutput<Inner<LC>>>,
+{
+    fn fit(
+        &self,
+        components: TrainingComponents<LC>,
+        mut learner: Learner<LC>,
+        train: TrainLoader<LC>,
+        valid: ValidLoader<LC>,
+        starting_epoch: usize,
+    ) -> (TrainingModel<LC>, SupervisedTrainingEventProcessor<LC>) {
+        let mut processor = components.event_processor;
+        let interrupter = components.interrupter;
+        let epochs = components.num_epochs;
+        // A failed checkpoint write stops training through this interrupter instead of
+        // panicking in Burn's writer thread; the failure itself is reported by `checkpoints`.
+        let [model_part, optim_part, scheduler_part] = PARTS;
+        let checkpointer = LearningCheckpointer::<LC>::new(
+            AsyncCheckpointer::new(self.checkpoints.part(model_part))
+                .with_interrupter(interrupter.clone()),
+            AsyncCheckpointer::new(self.checkpoints.part(optim_part))
+                .with_interrupter(interrupter.clone()),
+            AsyncCheckpointer::new(self.checkpoints.part(scheduler_part))
+                .with_interrupter(interrupter.clone()),
+            Box::new(EveryEpoch),
+        );
+        let mut checkpointer = Some(checkpointer);
+        learner.fork(&self.device);
+        let mut history = self.log.lock().expect("run log lock").history.clone();
+        let mut last_saved = None;
+
+        for epoch in starting_epoch..=epochs {
+            self.epoch_cell.set(epoch);
+            let train_rec = match self.train_epoch(
+                &mut learner,
+                &*train,
+                epoch,
+                epochs,
+                &mut processor,
+                &interrupter,
+            ) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.fail(e);
+                    break;
+                }
+            };
+            if interrupter.should_stop() {
+                let why = interrupter
+                    .get_message()
+                    .unwrap_or_else(|| "training was interrupted".to_string());
+                self.fail(EmberError::Runtime(format!(
+                    "stopped in epoch {epoch}: {why}"
+                )));
+                break;
+            }
+            let model = learner.model().valid();
+            let valid_rec = self.valid_epoch(&model, &*valid, epoch, epochs, &mut processor);
+            if !valid_rec.loss.is_finite() {
+                self.fail(self.diverged(
+                    "non-finite validation loss",
+                    epoch,
+                    "after the last step".into(),
+                ));
+                break;
+            }
+            if non_finite_weights::<LC::Backend, _>(&learner.model()) {
+                self.fail(self.diverged("non-finite weights", epoch, "after the last step".into()));
+                break;
+            }
+            let record = EpochRecord {
+                epoch,
+                train: train_rec,
+                valid: valid_rec,
+            };
+            history.push(record);
+            if let Err(e) = write_csv(&self.run_dir.join("metrics.csv"), &history) {
+                self.fail(e);
+                break;
+            }
+            self.checkpoints
+                .prepare(epoch, self.config_hash.clone(), history.clone());
+            if let Some(c) = checkpointer.as_mut() {
+                c.checkpoint(&learner, epoch, &components.event_store);
+                last_saved = Some(epoch);
+            }
+            self.console.line(&self.epoch_line(&record, epochs));
+            if self.stop.requested() && epoch < epochs {
+                // Dropping the checkpointer joins its writer threads: the epoch is on disk.
+                drop(checkpointer.take());
+                let saved = self.checkpoints.wait_for(epoch);
+                self.fail(match saved {
+                    Ok(()) => EmberError::Interrupted(format!(
+                        "stopped by Ctrl-C after epoch {epoch}/{epochs}; resume with: ember train --resume {}",
+                        self.run_dir.display()
+                    )),
+                    Err(e) => e,
+                });
+                break;
+            }
+        }
+        // Every checkpoint write finishes before the run is reported done.
+        drop(checkpointer);
+        if let Some(epoch) = last_saved
+            && let Err(e) = self.checkpoints.wait_for(epoch)
+        {
+            self.fail(e);
+        }
+        self.log.lock().expect("run log lock").history = history;
+        (learner.model(), processor)
+    }
+}
