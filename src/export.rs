@@ -51,9 +51,19 @@ pub fn safetensors_bytes<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
     layout: Layout,
     job: &str,
 ) -> Result<Vec<u8>> {
+    // One metadata entry: Burn keeps metadata in a hash map, so several would be written in a
+    // different order each time and two identical models would give different files.
     let mut store = SafetensorsStore::from_bytes(None)
-        .metadata("ember_job", job)
-        .metadata("ember_layout", format!("{layout:?}").to_lowercase());
+        .clear_metadata()
+        .metadata(
+            "ember",
+            format!(
+                "job={job} layout={} ember={} burn={}",
+                format!("{layout:?}").to_lowercase(),
+                env!("CARGO_PKG_VERSION"),
+                crate::summary::BURN_VERSION
+            ),
+        );
     if layout == Layout::Pytorch {
         store = store.with_to_adapter(BurnToPyTorchAdapter);
         for (burn, torch) in M::TORCH_NAMES {

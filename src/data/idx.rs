@@ -34,17 +34,20 @@ fn contents(path: &Path) -> Result<Vec<u8>> {
 }
 
 fn header(path: &Path, bytes: &[u8], magic: u32, dims: usize) -> Result<Vec<usize>> {
+    let word = |i: usize| u32::from_be_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
     let need = 4 + 4 * dims;
-    if bytes.len() < need {
-        return Err(EmberError::file(
+    let too_short = || {
+        EmberError::file(
             path,
             format!(
                 "too short for an IDX header ({} bytes, need {need})",
                 bytes.len()
             ),
-        ));
+        )
+    };
+    if bytes.len() < 4 {
+        return Err(too_short());
     }
-    let word = |i: usize| u32::from_be_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
     let found = word(0);
     if found != magic {
         return Err(EmberError::file(
@@ -53,6 +56,9 @@ fn header(path: &Path, bytes: &[u8], magic: u32, dims: usize) -> Result<Vec<usiz
                 "not an IDX file of {dims}-d unsigned bytes (magic number {found:#010x}, expected {magic:#010x})"
             ),
         ));
+    }
+    if bytes.len() < need {
+        return Err(too_short());
     }
     Ok((0..dims).map(|d| word(4 + 4 * d) as usize).collect())
 }

@@ -213,7 +213,7 @@ mod tests {
         fn select(&self, indices: Tensor<B, 1, Int>) -> Self {
             Ids(self.0.clone().select(0, indices))
         }
-        fn to_device(&self, device: &<B as Backend>::Device) -> Self {
+        fn to_device(&self, device: &burn::tensor::Device<B>) -> Self {
             Ids(self.0.clone().to_device(device))
         }
     }

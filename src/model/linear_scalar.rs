@@ -1,7 +1,7 @@
 //! linear-scalar: the seed's `Model`, y = Linear(40, 1, no bias)(x) + p * f, with p one learned
 //! scalar drawn from N(0, 1); mean squared error.
 
-use super::{StepOutput, TorchNames, linear};
+use super::{StepOutput, TorchNames, linear, param};
 use crate::config::Init;
 use crate::data::loader::Rows;
 use crate::data::{HostSplit, Labels};
@@ -30,7 +30,7 @@ impl<B: Backend> LinearScalar<B> {
         let p = crate::rng::normal(&mut rng) as f32;
         Self {
             lin,
-            par: Param::from_data(TensorData::new(vec![p], [1]), device),
+            par: param(TensorData::new(vec![p], [1]), &mut rng, device),
         }
     }
 

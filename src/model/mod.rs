@@ -6,6 +6,7 @@ pub mod linear_scalar;
 pub mod tabular;
 
 use crate::config::Init;
+use burn::module::{Param, ParamId};
 use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -100,9 +101,21 @@ pub fn linear<B: Backend>(
         Init::Keras => vec![0.0; fan_out],
     });
     Linear {
-        weight: burn::module::Param::from_data(TensorData::new(weight, [fan_in, fan_out]), device),
-        bias: bias.map(|b| burn::module::Param::from_data(TensorData::new(b, [fan_out]), device)),
+        weight: param(TensorData::new(weight, [fan_in, fan_out]), rng, device),
+        bias: bias.map(|b| param(TensorData::new(b, [fan_out]), rng, device)),
     }
+}
+
+/// A parameter whose id comes from the seeded generator too: Burn's ids are random, and they
+/// are stored in the model record, which would make two runs with one seed differ byte by byte.
+pub fn param<B: Backend, const D: usize>(
+    data: TensorData,
+    rng: &mut Mt64,
+    device: &B::Device,
+) -> Param<Tensor<B, D>> {
+    let mut p = Param::from_data(data, device);
+    p.id = ParamId::from(rng.next_u64());
+    p
 }
 
 /// How a model's parameters are named in PyTorch's state_dict of the seed's own module:

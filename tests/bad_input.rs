@@ -1,0 +1,192 @@
+//! Bad input gets one `error:` line naming the file, field or value, exit code 2, no panic, and
+//! no run folder.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+const MINIMAL_FASHION: &str = "job = \"fashion-mlp\"\n[sgd]\nlr = 1e-3\n";
+
+fn train(cfg: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "train",
+        path_str(cfg),
+        "--device",
+        "cpu",
+        "--out",
+        path_str(out),
+    ];
+    args.extend_from_slice(extra);
+    ember(&args)
+}
+
+fn config_error(name: &str, text: &str, needle: &str) {
+    let dir = scratch(&format!("bad-{name}"));
+    let cfg = config(&dir, "job.toml", text);
+    let out = dir.join("run");
+    bad_input(&train(&cfg, &out, &[]), needle);
+    assert!(!out.exists(), "a run folder was created for a bad {name}");
+}
+
+#[test]
+fn unknown_config_key() {
+    config_error(
+        "key",
+        "job = \"fashion-mlp\"\nlearning_rate = 1\n[sgd]\nlr = 1e-3\n",
+        "job.toml:2: unknown field `learning_rate`",
+    );
+}
+
+#[test]
+fn wrong_value_type() {
+    config_error(
+        "type",
+        "job = \"fashion-mlp\"\nepochs = \"ten\"\n[sgd]\nlr = 1e-3\n",
+        "job.toml:2: invalid type: string \"ten\"",
+    );
+}
+
+#[test]
+fn zero_batch_size() {
+    config_error(
+        "batch",
+        "job = \"fashion-mlp\"\nbatch_size = 0\n[sgd]\nlr = 1e-3\n",
+        "batch_size = 0",
+    );
+}
+
+#[test]
+fn non_positive_learning_rate() {
+    config_error(
+        "lr",
+        "job = \"tabular-mlp\"\n[adam]\nlr = 0.0\n",
+        "adam.lr = 0",
+    );
+    config_error(
+        "lr-neg",
+        "job = \"fashion-mlp\"\n[sgd]\nlr = -0.1\n",
+        "sgd.lr = -0.1",
+    );
+}
+
+#[test]
+fn missing_config_file() {
+    let dir = scratch("bad-missing-config");
+    let out = dir.join("run");
+    bad_input(
+        &train(&dir.join("nope.toml"), &out, &[]),
+        "nope.toml: no such file or directory",
+    );
+}
+
+#[test]
+fn missing_data_folder() {
+    config_error(
+        "datadir",
+        "job = \"fashion-mlp\"\n[data]\ndir = \"/nonexistent/fmnist\"\n[sgd]\nlr = 1e-3\n",
+        "/nonexistent/fmnist: train-images-idx3-ubyte(.gz) not found",
+    );
+}
+
+#[test]
+fn corrupt_and_truncated_idx_files() {
+    let src = Path::new("/usr/share/datasets/fashion-mnist");
+    let dir = scratch("bad-idx");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    for f in [
+        "train-images-idx3-ubyte.gz",
+        "train-labels-idx1-ubyte.gz",
+        "t10k-images-idx3-ubyte.gz",
+        "t10k-labels-idx1-ubyte.gz",
+    ] {
+        std::fs::copy(src.join(f), data.join(f)).expect("FashionMNIST is installed (make data)");
+    }
+    let cfg = config(
+        &dir,
+        "job.toml",
+        &format!(
+            "job = \"fashion-mlp\"\n[data]\ndir = \"{}\"\n[sgd]\nlr = 1e-3\n",
+            data.display()
+        ),
+    );
+    // A truncated gzip stream.
+    let labels = data.join("t10k-labels-idx1-ubyte.gz");
+    let bytes = std::fs::read(&labels).unwrap();
+    std::fs::write(&labels, &bytes[..bytes.len() / 2]).unwrap();
+    let out = dir.join("run");
+    bad_input(
+        &train(&cfg, &out, &[]),
+        "t10k-labels-idx1-ubyte.gz: corrupt or truncated gzip data",
+    );
+    assert!(!out.exists());
+    // An uncompressed file that is not IDX at all.
+    std::fs::remove_file(&labels).unwrap();
+    std::fs::write(data.join("t10k-labels-idx1-ubyte"), b"hello, world").unwrap();
+    bad_input(
+        &train(&cfg, &out, &[]),
+        "t10k-labels-idx1-ubyte: not an IDX file",
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn csv_with_a_short_row_or_a_word() {
+    let dir = scratch("bad-csv");
+    let short = config(&dir, "short.csv", "a,b,label\n1,2,0\n3,4\n");
+    let word = config(&dir, "word.csv", "a,b,label\n1,2,0\n3,four,1\n");
+    for (file, needle) in [
+        (
+            &short,
+            "short.csv: line 3: 2 fields, but the header has 3".to_string(),
+        ),
+        (
+            &word,
+            "word.csv: line 3: column \"b\" holds \"four\", not a finite number".to_string(),
+        ),
+    ] {
+        let cfg = config(
+            &dir,
+            "job.toml",
+            &format!(
+                "job = \"tabular-mlp\"\n[data]\ncsv = \"{}\"\n[adam]\nlr = 1e-3\n",
+                file.display()
+            ),
+        );
+        let out = dir.join("run");
+        bad_input(&train(&cfg, &out, &[]), &needle);
+        assert!(!out.exists());
+    }
+}
+
+#[test]
+fn cuda_requested_where_there_is_none() {
+    let dir = scratch("bad-cuda");
+    let cfg = config(&dir, "job.toml", MINIMAL_FASHION);
+    let out = dir.join("run");
+    let o = ember(&[
+        "train",
+        path_str(&cfg),
+        "--device",
+        "cuda",
+        "--out",
+        path_str(&out),
+    ]);
+    if ember::device::cuda_devices().is_ok_and(|d| !d.is_empty()) {
+        eprintln!("skipped: this machine has a CUDA device");
+        return;
+    }
+    bad_input(&o, "--device cuda:");
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_bad_device_name_is_a_usage_error() {
+    let o = ember(&["train", "configs/fashion-mlp.toml", "--device", "gpu"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("\"gpu\" is not a device"),
+        "{}",
+        stderr(&o)
+    );
+}

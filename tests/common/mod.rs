@@ -1,0 +1,89 @@
+//! Helpers for the end-to-end tests: run the release binary, make scratch folders, read runs.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const EMBER: &str = env!("CARGO_BIN_EXE_ember");
+
+/// A fresh scratch folder for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs ember with `args` in the project root, on the CPU.
+pub fn ember(args: &[&str]) -> Output {
+    Command::new(EMBER)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("ember runs")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts a successful run, printing its output otherwise.
+pub fn ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "ember failed ({:?})\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    );
+}
+
+/// Asserts exit code 2 with one `error:` line on stderr that contains `needle`, and no panic.
+pub fn bad_input(o: &Output, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "stderr:\n{err}\nstdout:\n{}",
+        stdout(o)
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got:\n{err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    assert!(lines[0].contains(needle), "{needle:?} not in {err}");
+}
+
+/// Writes a config file into `dir` and returns its path.
+pub fn config(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The (train loss, valid loss, valid accuracy) rows of a run's metrics.csv.
+pub fn losses(run: &Path) -> Vec<(f64, f64, Option<f64>)> {
+    let text = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
+    let rows: Vec<Vec<String>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    rows.chunks(2)
+        .map(|pair| {
+            let train: f64 = pair[0][2].parse().unwrap();
+            let valid: f64 = pair[1][2].parse().unwrap();
+            let acc = pair[1][3].parse().ok();
+            (train, valid, acc)
+        })
+        .collect()
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}

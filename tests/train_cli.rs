@@ -1,0 +1,161 @@
+//! `ember train` end to end through the command line, on the CPU backend.
+
+mod common;
+use common::*;
+
+#[test]
+fn each_job_trains_on_a_small_slice_and_its_loss_falls() {
+    let dir = scratch("jobs");
+    // The seed's raw arange data makes Adam oscillate in the first epochs; standardised, the
+    // same job descends steadily.
+    let linear = config(
+        &dir,
+        "linear-scalar.toml",
+        "job = \"linear-scalar\"\n[data]\nstandardize = true\n[adam]\nlr = 5e-3\n",
+    );
+    for (job, cfg, rows) in [
+        (
+            "fashion-mlp",
+            "configs/fashion-mlp.toml".to_string(),
+            "3000",
+        ),
+        (
+            "tabular-mlp",
+            "configs/tabular-mlp.toml".to_string(),
+            "20000",
+        ),
+        ("linear-scalar", linear.display().to_string(), "4000"),
+    ] {
+        let out = dir.join(job);
+        let o = ember(&[
+            "train",
+            &cfg,
+            "--device",
+            "cpu",
+            "--epochs",
+            "3",
+            "--max-train-rows",
+            rows,
+            "--max-valid-rows",
+            "1000",
+            "--out",
+            path_str(&out),
+        ]);
+        ok(&o);
+        let l = losses(&out);
+        assert_eq!(l.len(), 3, "{job}");
+        assert!(l[2].0 < l[0].0, "{job}: train loss did not fall: {l:?}");
+        assert!(l[2].1 < l[0].1, "{job}: valid loss did not fall: {l:?}");
+        for f in [
+            "config.toml",
+            "metrics.csv",
+            "summary.json",
+            "model.mpk",
+            "model.safetensors",
+        ] {
+            assert!(out.join(f).is_file(), "{job}: no {f}");
+        }
+        assert!(out.join("checkpoint/epoch-3.json").is_file(), "{job}");
+        let last = stdout(&o).lines().last().unwrap_or_default().to_string();
+        assert!(
+            last.starts_with(&format!("{job} complete on cpu: 3/3 epochs")),
+            "{last}"
+        );
+    }
+}
+
+#[test]
+fn one_adam_epoch_on_real_fashion_mnist_reaches_80_percent() {
+    let dir = scratch("fashion-adam");
+    let cfg = config(
+        &dir,
+        "adam.toml",
+        "job = \"fashion-mlp\"\nepochs = 1\nbatch_size = 64\n[adam]\nlr = 1e-3\n",
+    );
+    let out = dir.join("run");
+    let o = ember(&[
+        "train",
+        path_str(&cfg),
+        "--device",
+        "cpu",
+        "--out",
+        path_str(&out),
+        "-q",
+    ]);
+    ok(&o);
+    let l = losses(&out);
+    let acc = l[0].2.unwrap();
+    assert!(acc >= 0.80, "test accuracy after one epoch: {acc}");
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run() {
+    let dir = scratch("seeded");
+    let run = |name: &str, seed: &str| {
+        let out = dir.join(name);
+        ok(&ember(&[
+            "train",
+            "configs/fashion-mlp-keras.toml",
+            "--device",
+            "cpu",
+            "--epochs",
+            "2",
+            "--seed",
+            seed,
+            "--max-train-rows",
+            "1000",
+            "--max-valid-rows",
+            "500",
+            "--out",
+            path_str(&out),
+            "-q",
+        ]));
+        (
+            losses(&out),
+            std::fs::read(out.join("model.safetensors")).unwrap(),
+        )
+    };
+    let a = run("a", "7");
+    let b = run("b", "7");
+    let c = run("c", "8");
+    assert_eq!(a.0, b.0);
+    assert!(a.1 == b.1, "same seed, different final weights");
+    assert_ne!(a.0, c.0);
+}
+
+#[test]
+fn a_closed_stdout_pipe_neither_panics_nor_hangs() {
+    use std::process::{Command, Stdio};
+    let dir = scratch("pipe");
+    let mut child = Command::new(EMBER)
+        .args([
+            "train",
+            "configs/linear-scalar.toml",
+            "--device",
+            "cpu",
+            "--epochs",
+            "5",
+            "--max-train-rows",
+            "2000",
+            "--out",
+            path_str(&dir.join("run")),
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // as `| head -0` would
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"));
+}
+
+#[test]
+fn info_lists_the_backends() {
+    let o = ember(&["info"]);
+    ok(&o);
+    let s = stdout(&o);
+    assert!(s.contains("backends: cpu (flex)"), "{s}");
+    assert!(s.contains("cuda"), "{s}");
+}
