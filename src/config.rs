@@ -63,6 +63,12 @@ pub struct RawConfig {
     pub shuffle: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drop_last: Option<bool>,
+    /// Train on the first N rows of the training split only (`--max-train-rows`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_train_rows: Option<usize>,
+    /// Validate on the first N rows of the validation split only (`--max-valid-rows`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_valid_rows: Option<usize>,
     #[serde(default, skip_serializing_if = "RawData::is_empty")]
     pub data: RawData,
     #[serde(default, skip_serializing_if = "RawModel::is_empty")]
@@ -113,6 +119,9 @@ impl RawData {
 pub struct RawModel {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub init: Option<String>,
+    /// Input columns of the first layer (table jobs); written by ember from the data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<usize>,
 }
 
 impl RawModel {
@@ -218,8 +227,12 @@ pub struct JobConfig {
     pub batch_size: usize,
     pub shuffle: bool,
     pub drop_last: bool,
+    pub max_train_rows: Option<usize>,
+    pub max_valid_rows: Option<usize>,
     pub data: DataSpec,
     pub init: Init,
+    /// Input columns of the table jobs' first layer, once known from the data.
+    pub inputs: Option<usize>,
     pub optimizer: OptimizerSpec,
 }
 
@@ -256,6 +269,13 @@ fn positive(name: &str, value: f64) -> Result<f64> {
         Err(input_err!(
             "{name} = {value} must be a number greater than 0"
         ))
+    }
+}
+
+fn positive_rows(name: &str, value: Option<usize>) -> Result<Option<usize>> {
+    match value {
+        Some(0) => Err(input_err!("{name} = 0 must be at least 1")),
+        v => Ok(v),
     }
 }
 
@@ -322,6 +342,15 @@ impl RawConfig {
         };
 
         let data = self.check_data(job)?;
+        let inputs = match (job, self.model.inputs) {
+            (JobKind::FashionMlp, Some(_)) => {
+                return Err(input_err!(
+                    "model.inputs is not used by the fashion-mlp job (it takes 28x28 images)"
+                ));
+            }
+            (_, Some(0)) => return Err(input_err!("model.inputs = 0 must be at least 1")),
+            (_, inputs) => inputs,
+        };
 
         Ok(JobConfig {
             job,
@@ -330,8 +359,11 @@ impl RawConfig {
             batch_size,
             shuffle: self.shuffle.unwrap_or(false),
             drop_last: self.drop_last.unwrap_or(false),
+            max_train_rows: positive_rows("max_train_rows", self.max_train_rows)?,
+            max_valid_rows: positive_rows("max_valid_rows", self.max_valid_rows)?,
             data,
             init,
+            inputs,
             optimizer,
         })
     }
@@ -499,6 +531,8 @@ impl JobConfig {
             batch_size: Some(self.batch_size),
             shuffle: Some(self.shuffle),
             drop_last: Some(self.drop_last),
+            max_train_rows: self.max_train_rows,
+            max_valid_rows: self.max_valid_rows,
             data,
             model: RawModel {
                 init: Some(
@@ -508,6 +542,7 @@ impl JobConfig {
                     }
                     .to_string(),
                 ),
+                inputs: self.inputs,
             },
             sgd,
             adam,
@@ -523,10 +558,15 @@ impl JobConfig {
         )
     }
 
-    /// A short hash of the resolved config, to tell runs of the same recipe apart.
+    /// A short hash of the resolved config, to tell runs of the same recipe apart. The epoch
+    /// count is left out: a run continued for more epochs is still the same recipe.
     pub fn hash(&self) -> String {
         use sha2::{Digest, Sha256};
-        let digest = Sha256::digest(self.to_toml().as_bytes());
+        let recipe = JobConfig {
+            epochs: 0,
+            ..self.clone()
+        };
+        let digest = Sha256::digest(recipe.to_toml().as_bytes());
         digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
     }
 

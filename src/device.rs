@@ -1,6 +1,6 @@
-//! Choosing where to train, and the one place where ember's generic code meets a concrete Burn
-//! backend: [`dispatch`] runs a [`OnBackend`] task on `Autodiff<Flex>` (the CPU) or on
-//! `Autodiff<Cuda>` (with fusion), picked at run time.
+//! Choosing where to train, and the seam where ember's generic code meets concrete Burn
+//! backends: a [`Backends`] implementation runs an [`OnBackend`] task on `Autodiff<Flex>` (the
+//! CPU) or, in the binary, on `Autodiff<Cuda>` (with fusion), picked at run time.
 
 use crate::error::Result;
 use crate::input_err;
@@ -122,18 +122,25 @@ pub trait OnBackend {
 
 /// The CPU backend ember trains on.
 pub type CpuBackend = Autodiff<Flex>;
-/// The CUDA backend ember trains on (Burn's `Cuda` includes fusion).
-#[cfg(feature = "cuda")]
-pub type CudaBackend = Autodiff<burn::backend::Cuda>;
 
-/// Runs `task` on `device`'s backend.
-pub fn dispatch<T: OnBackend>(device: Device, task: T) -> T::Output {
-    match device {
-        Device::Cpu => task.run::<CpuBackend>(Default::default()),
-        #[cfg(feature = "cuda")]
-        Device::Cuda(i) => task.run::<CudaBackend>(burn::backend::cuda::CudaDevice::new(i)),
-        #[cfg(not(feature = "cuda"))]
-        Device::Cuda(_) => unreachable!("choose() never picks CUDA without the cuda feature"),
+/// The set of backends a program can run tasks on. The binary implements it with CUDA and the
+/// CPU; the library's own tests with the CPU alone. Keeping the concrete backends out of the
+/// library means Burn's generic code is compiled for CUDA once, in the binary, and not again
+/// for the library's tests.
+pub trait Backends {
+    /// Runs `task` on `device`'s backend.
+    fn dispatch<T: OnBackend>(device: Device, task: T) -> T::Output;
+}
+
+/// Only Burn's CPU backend.
+pub struct CpuOnly;
+
+impl Backends for CpuOnly {
+    fn dispatch<T: OnBackend>(device: Device, task: T) -> T::Output {
+        match device {
+            Device::Cpu => task.run::<CpuBackend>(Default::default()),
+            Device::Cuda(_) => unreachable!("CpuOnly serves programs that never choose CUDA"),
+        }
     }
 }
 

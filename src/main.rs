@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use ember::console::{Console, Verbosity};
-use ember::device::DeviceRequest;
+use ember::device::{Backends, CpuBackend, Device, DeviceRequest, OnBackend};
 use ember::error::{EmberError, Result};
 use ember::summary::Summary;
 use ember::train::TrainArgs;
@@ -62,8 +62,94 @@ enum Command {
         #[arg(long)]
         tui: bool,
     },
+    /// Loss and accuracy of a trained model on a split.
+    Eval {
+        /// A run folder, or a model file (.mpk or .safetensors) with a config.toml beside it.
+        model: PathBuf,
+        /// Which split (default: the one validated during training).
+        #[arg(long, value_enum, default_value = "valid")]
+        split: ember::data::SplitName,
+        /// Other data: a folder of IDX files (fashion-mlp) or a CSV file (table jobs).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// The resolved config of the model's run (when the model file has none beside it).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// A checkpoint of the run instead of its final model.
+        #[arg(long)]
+        epoch: Option<usize>,
+        #[arg(long, default_value = "auto")]
+        device: DeviceRequest,
+    },
+    /// One prediction per input row, as CSV.
+    Predict {
+        /// A run folder, or a model file with a config.toml beside it.
+        model: PathBuf,
+        /// IDX images or a CSV file (784 pixel columns for fashion-mlp; the training columns
+        /// for the table jobs, the label column optional).
+        #[arg(long)]
+        input: PathBuf,
+        /// Where to write the CSV (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        epoch: Option<usize>,
+        #[arg(long, default_value = "auto")]
+        device: DeviceRequest,
+    },
+    /// Write a run's model (final, or any kept checkpoint) as a file.
+    Export {
+        /// A run folder, or a model file with a config.toml beside it.
+        model: PathBuf,
+        #[arg(long, value_enum, default_value = "safetensors")]
+        format: ember::inference::ExportFormat,
+        /// safetensors only: PyTorch's names and [out, in] weights, or Burn's.
+        #[arg(long, value_enum, default_value = "pytorch")]
+        layout: ember::export::Layout,
+        /// Output file (default: model-export.safetensors / .mpk in the run folder).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Export this epoch's checkpoint instead of the final model.
+        #[arg(long)]
+        epoch: Option<usize>,
+    },
+    /// Draw the learning curves of one or more runs into one PNG.
+    Plot {
+        /// Run folders.
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// The PNG to write (default: curves.png in the current folder; for one run,
+        /// its own curves.png).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// List the runs under a folder (default: runs/).
+    Runs { dir: Option<PathBuf> },
     /// Version, backends compiled in, devices found.
     Info,
+}
+
+/// The backends this binary runs on: CUDA (with fusion) when built with the `cuda` feature, and
+/// Burn's CPU backend. This is the only place that names them, so Burn's generic code is
+/// compiled for them here, once.
+struct AllBackends;
+
+impl Backends for AllBackends {
+    fn dispatch<T: OnBackend>(device: Device, task: T) -> T::Output {
+        match device {
+            Device::Cpu => task.run::<CpuBackend>(Default::default()),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => task.run::<burn::backend::Autodiff<burn::backend::Cuda>>(
+                burn::backend::cuda::CudaDevice::new(i),
+            ),
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(_) => unreachable!("choose() never picks CUDA without the cuda feature"),
+        }
+    }
 }
 
 fn main() {
@@ -114,14 +200,153 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
                 init_from,
                 tui,
             };
-            let report = ember::train::run(config.as_deref(), &args, console)?;
+            let report = ember::train::run::<AllBackends>(config.as_deref(), &args, console)?;
             let summary = Summary::from_report(&report);
             summary.write(&report.run_dir.join(ember::run_dir::SUMMARY))?;
+            if !report.history.is_empty() {
+                ember::plot::draw(
+                    &[ember::plot::Curve {
+                        label: report.run_dir.display().to_string(),
+                        history: report.history.clone(),
+                    }],
+                    &format!(
+                        "{} ({})",
+                        report.config.job.name(),
+                        report.run_dir.display()
+                    ),
+                    &report.run_dir.join(ember::run_dir::CURVES),
+                )?;
+            }
             console.always(&summary.line(&report.run_dir));
             match report.failure {
                 Some(e) => Err(e),
                 None => Ok(()),
             }
+        }
+        Command::Eval {
+            model,
+            split,
+            data,
+            config,
+            epoch,
+            device,
+        } => {
+            let source = ember::inference::open(&model, config.as_deref(), epoch)?;
+            let device = ember::device::choose(device)?;
+            let rows = ember::inference::eval_split(&source.config, split, data.as_deref())?;
+            let n = rows.rows();
+            let stats = ember::inference::with_model::<AllBackends, _>(
+                &source,
+                device,
+                ember::inference::Eval {
+                    split: rows,
+                    batch_size: source.config.batch_size.max(1024),
+                },
+            )?;
+            let acc = stats
+                .accuracy
+                .map(|a| format!(", accuracy {:.2} %", 100.0 * a))
+                .unwrap_or_default();
+            console.always(&format!(
+                "{} {}: loss {:.6}{acc} ({n} rows, {}, {device})",
+                source.config.job.name(),
+                format!("{split:?}").to_lowercase(),
+                stats.loss,
+                source.weights.describe()
+            ));
+            Ok(())
+        }
+        Command::Predict {
+            model,
+            input,
+            out,
+            config,
+            epoch,
+            device,
+        } => {
+            let source = ember::inference::open(&model, config.as_deref(), epoch)?;
+            let device = ember::device::choose(device)?;
+            let inputs = ember::inference::predict_inputs(&source.config, &input)?;
+            let (header, rows) = ember::inference::with_model::<AllBackends, _>(
+                &source,
+                device,
+                ember::inference::Predict { inputs },
+            )?;
+            ember::inference::write_csv(&header, &rows, out.as_deref())?;
+            if let Some(out) = out {
+                console.line(&format!("{} predictions -> {}", rows.len(), out.display()));
+            }
+            Ok(())
+        }
+        Command::Export {
+            model,
+            format,
+            layout,
+            out,
+            config,
+            epoch,
+        } => {
+            let source = ember::inference::open(&model, config.as_deref(), epoch)?;
+            let out = out.unwrap_or_else(|| {
+                let dir = if model.is_dir() {
+                    model.clone()
+                } else {
+                    model.parent().map(PathBuf::from).unwrap_or_default()
+                };
+                dir.join(match format {
+                    ember::inference::ExportFormat::Safetensors => "model-export.safetensors",
+                    ember::inference::ExportFormat::Burn => "model-export.mpk",
+                })
+            });
+            ember::inference::with_model::<AllBackends, _>(
+                &source,
+                Device::Cpu,
+                ember::inference::Export {
+                    format,
+                    layout,
+                    out: out.clone(),
+                    job: source.config.job.name(),
+                },
+            )?;
+            console.always(&format!(
+                "{} -> {}",
+                source.weights.describe(),
+                out.display()
+            ));
+            Ok(())
+        }
+        Command::Plot { runs, out } => {
+            let mut curves = Vec::new();
+            let mut jobs = Vec::new();
+            for run in &runs {
+                let history = ember::train::history::read_csv(&run.join(ember::run_dir::METRICS))?;
+                if let Ok(c) = ember::config::load(&run.join(ember::run_dir::CONFIG)) {
+                    jobs.push(c.job.name());
+                }
+                let label = run
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| run.display().to_string());
+                curves.push(ember::plot::Curve { label, history });
+            }
+            jobs.dedup();
+            let out = out.unwrap_or_else(|| match runs.as_slice() {
+                [one] => one.join(ember::run_dir::CURVES),
+                _ => PathBuf::from(ember::run_dir::CURVES),
+            });
+            ember::plot::draw(&curves, &jobs.join(", "), &out)?;
+            console.always(&format!("{} -> {}", runs.len(), out.display()));
+            Ok(())
+        }
+        Command::Runs { dir } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from("runs"));
+            let rows = ember::runs::list(&dir)?;
+            if rows.is_empty() {
+                console.always(&format!("no runs in {}", dir.display()));
+            } else {
+                console.always(&ember::runs::table(&rows));
+            }
+            Ok(())
         }
         Command::Info => {
             console.always(&format!(

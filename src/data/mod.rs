@@ -179,6 +179,18 @@ pub fn load(config: &JobConfig) -> Result<HostData> {
     }
 }
 
+/// Loads a job's data and keeps the rows the config allows (`max_train_rows`, `max_valid_rows`).
+pub fn load_limited(config: &JobConfig) -> Result<HostData> {
+    let mut data = load(config)?;
+    if let Some(n) = config.max_train_rows {
+        data.train = data.train.truncate(n);
+    }
+    if let Some(n) = config.max_valid_rows {
+        data.valid = data.valid.truncate(n);
+    }
+    Ok(data)
+}
+
 /// A seeded split: a random `fraction` of the rows is held out for validation; both parts keep
 /// the file's row order, so an unshuffled run sees rows as the file has them.
 pub fn split(all: HostSplit, fraction: f64, seed: u64) -> (HostSplit, HostSplit) {

@@ -6,9 +6,29 @@ use crate::config::JobKind;
 use crate::error::{EmberError, Result};
 use std::path::Path;
 
-/// Reads `path` for `job`: tabular-mlp takes a 0/1 `label` column, linear-scalar a real target
-/// and the `scalar` column that multiplies the learned p.
-pub fn read(path: &Path, job: JobKind, label: &str, scalar: Option<&str>) -> Result<HostSplit> {
+/// A CSV file whose every cell is a finite number, with the line number of each row.
+pub struct NumericCsv {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<f32>>,
+    pub lines: Vec<u64>,
+}
+
+impl NumericCsv {
+    fn column(&self, path: &Path, name: &str, field: &str) -> Result<usize> {
+        self.header.iter().position(|h| h == name).ok_or_else(|| {
+            EmberError::file(
+                path,
+                format!(
+                    "no column named \"{name}\" ({field}); the header has {}",
+                    self.header.join(",")
+                ),
+            )
+        })
+    }
+}
+
+/// Reads a CSV file with a header row; every row must have one finite number per column.
+pub fn read_numeric(path: &Path) -> Result<NumericCsv> {
     let fail = |what: String| EmberError::file(path, what);
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
@@ -24,26 +44,8 @@ pub fn read(path: &Path, job: JobKind, label: &str, scalar: Option<&str>) -> Res
     if header.iter().all(String::is_empty) {
         return Err(fail("empty file: expected a header row".into()));
     }
-    let find = |name: &str, field: &str| {
-        header.iter().position(|h| h == name).ok_or_else(|| {
-            fail(format!(
-                "no column named \"{name}\" (data.{field}); the header has {}",
-                header.join(",")
-            ))
-        })
-    };
-    let label_at = find(label, "label_column")?;
-    let scalar_at = scalar.map(|s| find(s, "scalar_column")).transpose()?;
-    let inputs: Vec<usize> = (0..header.len())
-        .filter(|&i| i != label_at && Some(i) != scalar_at)
-        .collect();
-    if inputs.is_empty() {
-        return Err(fail("no input columns besides the label".into()));
-    }
-
-    let mut features = Vec::new();
-    let mut scalars = Vec::new();
-    let mut targets = Vec::new();
+    let mut rows = Vec::new();
+    let mut lines = Vec::new();
     let mut record = csv::StringRecord::new();
     loop {
         match reader.read_record(&mut record) {
@@ -62,49 +64,116 @@ pub fn read(path: &Path, job: JobKind, label: &str, scalar: Option<&str>) -> Res
                 header.len()
             )));
         }
-        let cell = |i: usize| -> Result<f32> {
-            let text = &record[i];
-            match text.parse::<f32>() {
+        let row = record
+            .iter()
+            .enumerate()
+            .map(|(i, text)| match text.parse::<f32>() {
                 Ok(v) if v.is_finite() => Ok(v),
                 _ => Err(fail(format!(
                     "line {line}: column \"{}\" holds \"{text}\", not a finite number",
                     header[i]
                 ))),
-            }
-        };
-        for &i in &inputs {
-            features.push(cell(i)?);
-        }
-        if let Some(s) = scalar_at {
-            scalars.push(cell(s)?);
-        }
-        let y = cell(label_at)?;
-        if job == JobKind::TabularMlp && y != 0.0 && y != 1.0 {
-            return Err(fail(format!(
-                "line {line}: label \"{label}\" is {y}; tabular-mlp labels must be 0 or 1"
-            )));
-        }
-        targets.push(y);
+            })
+            .collect::<Result<Vec<f32>>>()?;
+        rows.push(row);
+        lines.push(line);
     }
-    let rows = targets.len();
-    if rows < 2 {
-        return Err(fail(format!(
-            "{rows} data rows; at least 2 are needed (one to train, one to validate)"
-        )));
+    Ok(NumericCsv {
+        header,
+        rows,
+        lines,
+    })
+}
+
+/// Reads `path` for `job`: tabular-mlp takes a 0/1 `label` column, linear-scalar a real target
+/// and the `scalar` column that multiplies the learned p.
+pub fn read(path: &Path, job: JobKind, label: &str, scalar: Option<&str>) -> Result<HostSplit> {
+    let csv = read_numeric(path)?;
+    let label_at = csv.column(path, label, "data.label_column")?;
+    let scalar_at = scalar
+        .map(|s| csv.column(path, s, "data.scalar_column"))
+        .transpose()?;
+    if job == JobKind::TabularMlp
+        && let Some((row, line)) = csv
+            .rows
+            .iter()
+            .zip(&csv.lines)
+            .find(|(r, _)| r[label_at] != 0.0 && r[label_at] != 1.0)
+    {
+        return Err(EmberError::file(
+            path,
+            format!(
+                "line {line}: label \"{label}\" is {}; tabular-mlp labels must be 0 or 1",
+                row[label_at]
+            ),
+        ));
     }
+    if csv.rows.len() < 2 {
+        return Err(EmberError::file(
+            path,
+            format!(
+                "{} data rows; at least 2 are needed (one to train, one to validate)",
+                csv.rows.len()
+            ),
+        ));
+    }
+    let (features, scalars) = inputs(path, &csv, &[label_at], scalar_at)?;
+    let targets: Vec<f32> = csv.rows.iter().map(|r| r[label_at]).collect();
     let labels = match job {
         JobKind::TabularMlp => Labels::Binary(targets.iter().map(|y| *y as i64).collect()),
         _ => Labels::Values(targets),
     };
     Ok(HostSplit {
-        features: Matrix {
-            rows,
-            cols: inputs.len(),
-            values: features,
-        },
-        scalar: scalar_at.map(|_| scalars),
+        features,
+        scalar: scalars,
         labels,
     })
+}
+
+/// The model inputs of a CSV file for prediction: every column but the label (when present) and
+/// the scalar column (taken apart).
+pub fn read_inputs(
+    path: &Path,
+    label: &str,
+    scalar: Option<&str>,
+) -> Result<(Matrix, Option<Vec<f32>>)> {
+    let csv = read_numeric(path)?;
+    let skip: Vec<usize> = csv
+        .header
+        .iter()
+        .position(|h| h == label)
+        .into_iter()
+        .collect();
+    let scalar_at = scalar
+        .map(|s| csv.column(path, s, "data.scalar_column"))
+        .transpose()?;
+    inputs(path, &csv, &skip, scalar_at)
+}
+
+fn inputs(
+    path: &Path,
+    csv: &NumericCsv,
+    skip: &[usize],
+    scalar_at: Option<usize>,
+) -> Result<(Matrix, Option<Vec<f32>>)> {
+    let cols: Vec<usize> = (0..csv.header.len())
+        .filter(|i| !skip.contains(i) && Some(*i) != scalar_at)
+        .collect();
+    if cols.is_empty() {
+        return Err(EmberError::file(path, "no input columns besides the label"));
+    }
+    let mut values = Vec::with_capacity(csv.rows.len() * cols.len());
+    for row in &csv.rows {
+        values.extend(cols.iter().map(|&c| row[c]));
+    }
+    Ok((
+        Matrix {
+            rows: csv.rows.len(),
+            cols: cols.len(),
+            values,
+        },
+        scalar_at.map(|s| csv.rows.iter().map(|r| r[s]).collect()),
+    ))
 }
 
 fn csv_reason(e: &csv::Error) -> String {

@@ -1,7 +1,9 @@
 //! linear-scalar: the seed's `Model`, y = Linear(40, 1, no bias)(x) + p * f, with p one learned
 //! scalar drawn from N(0, 1); mean squared error.
 
-use super::{StepOutput, TorchNames, linear, param};
+use super::{
+    EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, linear, matrix_rows, param, rows_of,
+};
 use crate::config::Init;
 use crate::data::loader::Rows;
 use crate::data::{HostSplit, Labels};
@@ -104,6 +106,50 @@ impl<B: Backend> Rows<B> for ScalarBatch<B> {
             f: self.f.clone().to_device(device),
             y: self.y.clone().to_device(device),
         }
+    }
+}
+
+impl<B: Backend> EmberModel<B> for LinearScalar<B> {
+    type Batch = ScalarBatch<B>;
+
+    fn init(config: &crate::config::JobConfig, device: &B::Device) -> Self {
+        Self::new(
+            config.inputs.unwrap_or(crate::data::synthetic::SCALAR_COLS),
+            config.init,
+            config.seed,
+            device,
+        )
+    }
+
+    fn batch(split: &HostSplit, device: &B::Device) -> Self::Batch {
+        ScalarBatch::from_host(split, device)
+    }
+}
+
+impl<B: Backend> Predict<B> for LinearScalar<B> {
+    fn header(&self) -> Vec<String> {
+        vec!["value".to_string()]
+    }
+
+    fn predict(&self, inputs: &HostSplit, device: &B::Device) -> Vec<Vec<String>> {
+        let f = crate::data::Matrix {
+            rows: inputs.rows(),
+            cols: 1,
+            values: inputs
+                .scalar
+                .clone()
+                .expect("linear-scalar inputs always have the scalar column"),
+        };
+        let mut out = Vec::with_capacity(inputs.rows());
+        for start in (0..inputs.rows()).step_by(PREDICT_CHUNK) {
+            let len = PREDICT_CHUNK.min(inputs.rows() - start);
+            let x = matrix_rows::<B>(&inputs.features, start, len, device);
+            let fv = matrix_rows::<B>(&f, start, len, device);
+            for v in rows_of(self.forward(x, fv)) {
+                out.push(vec![v[0].to_string()]);
+            }
+        }
+        out
     }
 }
 

@@ -49,6 +49,65 @@ impl<B: Backend> StepOutput<B> {
     }
 }
 
+/// Running totals of the step outputs of one pass over a split, kept on the device: two
+/// additions per step, and a read only when asked.
+pub struct StepTotals<B: Backend> {
+    loss_sum: Option<Tensor<B, 1>>,
+    correct: Option<Tensor<B, 1>>,
+    rows: usize,
+}
+
+impl<B: Backend> Default for StepTotals<B> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<B: Backend> StepTotals<B> {
+    pub fn new() -> Self {
+        Self {
+            loss_sum: None,
+            correct: None,
+            rows: 0,
+        }
+    }
+
+    pub fn add(&mut self, out: StepOutput<B>) {
+        fn sum<B: Backend>(acc: Option<Tensor<B, 1>>, v: Tensor<B, 1>) -> Tensor<B, 1> {
+            match acc {
+                Some(a) => a + v,
+                None => v,
+            }
+        }
+        let weighted = out.loss.mul_scalar(out.rows as f32);
+        self.loss_sum = Some(sum(self.loss_sum.take(), weighted));
+        if let Some(c) = out.correct {
+            self.correct = Some(sum(self.correct.take(), c));
+        }
+        self.rows += out.rows;
+    }
+
+    /// The running means, with one device read.
+    pub fn read(&self) -> StepStats {
+        let n = self.rows.max(1) as f64;
+        StepStats {
+            loss: self.loss_sum.clone().map_or(f64::NAN, scalar) / n,
+            accuracy: self.correct.clone().map(|c| scalar(c) / n),
+            rows: self.rows,
+        }
+    }
+
+    /// A report for Burn's metrics: the running means as tiny tensors.
+    pub fn report(stats: StepStats, device: &B::Device) -> StepOutput<B> {
+        let one = |v: f64| Tensor::<B, 1>::from_floats([v as f32], device);
+        StepOutput {
+            loss: one(stats.loss),
+            correct: stats.accuracy.map(|a| one(a * stats.rows as f64)),
+            rows: stats.rows,
+        }
+    }
+}
+
 /// The single value of a one-element tensor.
 pub fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
     t.into_data()
@@ -116,6 +175,55 @@ pub fn param<B: Backend, const D: usize>(
     let mut p = Param::from_data(data, device);
     p.id = ParamId::from(rng.next_u64());
     p
+}
+
+/// What ember needs of a model, whatever the backend: its initial weights from a config, its
+/// batch built from host rows, Burn's inference step, predictions and PyTorch names.
+pub trait EmberModel<B: Backend>:
+    Module<B>
+    + Predict<B>
+    + TorchNames
+    + burn::train::InferenceStep<Input = Self::Batch, Output = StepOutput<B>>
+    + Sized
+{
+    type Batch: crate::data::loader::Rows<B>;
+
+    /// The model `config` describes, with initial weights drawn from its seed.
+    fn init(config: &crate::config::JobConfig, device: &B::Device) -> Self;
+
+    /// A split's rows on the device, as this model's batch.
+    fn batch(split: &crate::data::HostSplit, device: &B::Device) -> Self::Batch;
+}
+
+/// Per-row outputs for `ember predict`: a CSV header and one row of cells per input row.
+pub trait Predict<B: Backend> {
+    fn header(&self) -> Vec<String>;
+    fn predict(&self, inputs: &crate::data::HostSplit, device: &B::Device) -> Vec<Vec<String>>;
+}
+
+/// Rows per forward pass when predicting: bounds memory on large inputs.
+pub const PREDICT_CHUNK: usize = 8192;
+
+/// The rows of a row-major `[n, k]` tensor.
+pub fn rows_of<B: Backend>(t: Tensor<B, 2>) -> Vec<Vec<f32>> {
+    let [_, k] = t.dims();
+    let v: Vec<f32> = t
+        .into_data()
+        .convert::<f32>()
+        .to_vec()
+        .expect("a float tensor reads back as f32");
+    v.chunks(k.max(1)).map(<[f32]>::to_vec).collect()
+}
+
+/// A slice of a host matrix as a device tensor.
+pub fn matrix_rows<B: Backend>(
+    m: &crate::data::Matrix,
+    start: usize,
+    len: usize,
+    device: &B::Device,
+) -> Tensor<B, 2> {
+    let values = m.values[start * m.cols..(start + len) * m.cols].to_vec();
+    Tensor::from_data(TensorData::new(values, [len, m.cols]), device)
 }
 
 /// How a model's parameters are named in PyTorch's state_dict of the seed's own module:

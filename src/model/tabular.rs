@@ -1,7 +1,9 @@
 //! tabular-mlp: the seed's `MLP`, Linear(61,20), Tanh, Linear(20,10), Tanh, Linear(10,1) giving a
 //! logit; binary cross-entropy on logits; accuracy with the logit thresholded at 0.
 
-use super::{StepOutput, TorchNames, linear};
+use super::{
+    EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, linear, matrix_rows, rows_of,
+};
 use crate::config::Init;
 use crate::data::loader::Rows;
 use crate::data::{HostSplit, Labels};
@@ -9,7 +11,7 @@ use burn::nn::Linear;
 use burn::nn::loss::BinaryCrossEntropyLossConfig;
 use burn::prelude::*;
 use burn::tensor::TensorData;
-use burn::tensor::activation::tanh;
+use burn::tensor::activation::{sigmoid, tanh};
 use burn::tensor::backend::AutodiffBackend;
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 
@@ -104,6 +106,43 @@ impl<B: Backend> Rows<B> for TableBatch<B> {
             features: self.features.clone().to_device(device),
             labels: self.labels.clone().to_device(device),
         }
+    }
+}
+
+impl<B: Backend> EmberModel<B> for TabularMlp<B> {
+    type Batch = TableBatch<B>;
+
+    fn init(config: &crate::config::JobConfig, device: &B::Device) -> Self {
+        Self::new(
+            config
+                .inputs
+                .unwrap_or(crate::data::synthetic::TABULAR_COLS),
+            config.init,
+            config.seed,
+            device,
+        )
+    }
+
+    fn batch(split: &HostSplit, device: &B::Device) -> Self::Batch {
+        TableBatch::from_host(split, device)
+    }
+}
+
+impl<B: Backend> Predict<B> for TabularMlp<B> {
+    fn header(&self) -> Vec<String> {
+        vec!["probability".to_string(), "label".to_string()]
+    }
+
+    fn predict(&self, inputs: &HostSplit, device: &B::Device) -> Vec<Vec<String>> {
+        let mut out = Vec::with_capacity(inputs.rows());
+        for start in (0..inputs.rows()).step_by(PREDICT_CHUNK) {
+            let len = PREDICT_CHUNK.min(inputs.rows() - start);
+            let x = matrix_rows::<B>(&inputs.features, start, len, device);
+            for p in rows_of(sigmoid(self.forward(x))) {
+                out.push(vec![p[0].to_string(), u8::from(p[0] > 0.5).to_string()]);
+            }
+        }
+        out
     }
 }
 

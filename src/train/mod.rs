@@ -9,23 +9,22 @@ pub mod strategy;
 
 use crate::config::{DataSpec, JobConfig, JobKind, OptimizerSpec};
 use crate::console::Console;
-use crate::data::loader::{DeviceLoader, EpochCell, Order, Rows};
+use crate::data::loader::{DeviceLoader, EpochCell, Order};
 use crate::data::{self, HostData};
-use crate::device::{self, Device, DeviceRequest, OnBackend};
+use crate::device::{self, Backends, Device, DeviceRequest, OnBackend};
 use crate::error::{EmberError, Result, write_atomic};
 use crate::export::{self, Layout};
 use crate::input_err;
-use crate::model::fashion::{FashionMlp, ImageBatch};
-use crate::model::linear_scalar::{LinearScalar, ScalarBatch};
-use crate::model::tabular::{TableBatch, TabularMlp};
-use crate::model::{StepOutput, TorchNames};
+use crate::model::fashion::FashionMlp;
+use crate::model::linear_scalar::LinearScalar;
+use crate::model::tabular::TabularMlp;
+use crate::model::{EmberModel, StepOutput};
 use crate::run_dir::{self, RunDir};
-use burn::module::{AutodiffModule, Module};
+use burn::module::AutodiffModule;
 use burn::optim::{AdamConfig, Optimizer, SgdConfig, momentum::MomentumConfig};
 use burn::tensor::backend::AutodiffBackend;
 use burn::train::{
-    InferenceStep, Learner, LearningComponentsMarker, SupervisedTraining, TrainStep,
-    TrainingStrategy,
+    Learner, LearningComponentsMarker, SupervisedTraining, TrainStep, TrainingStrategy,
 };
 use history::EpochRecord;
 use std::path::{Path, PathBuf};
@@ -62,7 +61,11 @@ pub struct RunReport {
 /// Resolves the config (the job file, or the resumed run's own), loads the data, trains, and
 /// writes the artifacts. Returns the report even when training stopped early; the caller turns
 /// `failure` into the exit code.
-pub fn run(config_path: Option<&Path>, args: &TrainArgs, console: &Console) -> Result<RunReport> {
+pub fn run<D: Backends>(
+    config_path: Option<&Path>,
+    args: &TrainArgs,
+    console: &Console,
+) -> Result<RunReport> {
     let started = Instant::now();
     let mut config =
         match &args.resume {
@@ -103,6 +106,29 @@ pub fn run(config_path: Option<&Path>, args: &TrainArgs, console: &Console) -> R
         config.seed = s;
     }
 
+    for (flag, value, field) in [
+        (
+            "--max-train-rows",
+            args.max_train_rows,
+            &mut config.max_train_rows,
+        ),
+        (
+            "--max-valid-rows",
+            args.max_valid_rows,
+            &mut config.max_valid_rows,
+        ),
+    ] {
+        match value {
+            Some(0) => return Err(input_err!("{flag} 0 must be at least 1")),
+            Some(n) if args.resume.is_some() && Some(n) != *field => {
+                return Err(input_err!(
+                    "{flag} {n}: a resumed run keeps the rows it started with"
+                ));
+            }
+            Some(n) => *field = Some(n),
+            None => {}
+        }
+    }
     let device = device::choose(args.device)?;
     console.line(&format!(
         "{}: training on {}",
@@ -112,16 +138,22 @@ pub fn run(config_path: Option<&Path>, args: &TrainArgs, console: &Console) -> R
 
     console.status("reading data");
     let t = Instant::now();
-    let mut data = data::load(&config)?;
-    if let Some(n) = args.max_train_rows {
-        data.train = data.train.truncate(n.max(1));
-    }
-    if let Some(n) = args.max_valid_rows {
-        data.valid = data.valid.truncate(n.max(1));
-    }
-    // Statistics computed from this run's training split become part of its resolved config.
+    let data = data::load_limited(&config)?;
+    // The input width and the statistics computed from this run's training split become part
+    // of its resolved config, so eval and predict rebuild the same model and preprocessing.
     if let (DataSpec::Table { stats, .. }, Some(s)) = (&mut config.data, &data.stats) {
         *stats = Some(s.clone());
+    }
+    if config.job != JobKind::FashionMlp {
+        let cols = data.train.features.cols;
+        match config.inputs {
+            Some(n) if n != cols => {
+                return Err(input_err!(
+                    "model.inputs = {n}, but the data has {cols} input columns"
+                ));
+            }
+            _ => config.inputs = Some(cols),
+        }
     }
     console.line(&format!(
         "data: {} ({} train rows, {} valid rows; read in {:.1} s)",
@@ -139,7 +171,7 @@ pub fn run(config_path: Option<&Path>, args: &TrainArgs, console: &Console) -> R
         console,
         log: log.clone(),
     };
-    let prepared = device::dispatch(device, task)?;
+    let prepared = D::dispatch(device, task)?;
     let log = std::mem::take(&mut *log.lock().expect("run log lock"));
     Ok(RunReport {
         run_dir: prepared.run_dir,
@@ -171,75 +203,45 @@ impl OnBackend for TrainTask<'_> {
     type Output = Result<Trained>;
 
     fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<Trained> {
-        let c = self.config.clone();
-        let (train, valid) = (&self.data.train, &self.data.valid);
-        self.console.status("uploading data to the device");
-        match c.job {
-            JobKind::FashionMlp => self.fit(
-                FashionMlp::<B>::new(c.init, c.seed, &device),
-                ImageBatch::<B>::from_host(train, &device),
-                ImageBatch::<B::InnerBackend>::from_host(valid, &device),
-                device,
-            ),
-            JobKind::TabularMlp => self.fit(
-                TabularMlp::<B>::new(train.features.cols, c.init, c.seed, &device),
-                TableBatch::<B>::from_host(train, &device),
-                TableBatch::<B::InnerBackend>::from_host(valid, &device),
-                device,
-            ),
-            JobKind::LinearScalar => self.fit(
-                LinearScalar::<B>::new(train.features.cols, c.init, c.seed, &device),
-                ScalarBatch::<B>::from_host(train, &device),
-                ScalarBatch::<B::InnerBackend>::from_host(valid, &device),
-                device,
-            ),
+        match self.config.job {
+            JobKind::FashionMlp => self.fit::<B, FashionMlp<B>>(device),
+            JobKind::TabularMlp => self.fit::<B, TabularMlp<B>>(device),
+            JobKind::LinearScalar => self.fit::<B, LinearScalar<B>>(device),
         }
     }
 }
 
-/// The bounds every ember model meets: Burn's train and inference steps over device-cut
-/// batches, with ember's step output, and PyTorch names for export.
+/// The bounds every ember model meets in training: Burn's train step over device-cut batches
+/// with ember's step output, and an inference form that is an [`EmberModel`] itself.
 pub trait TrainableModel<B: AutodiffBackend>:
-    TrainStep<Input = Self::Batch, Output = StepOutput<B>>
+    EmberModel<B>
+    + TrainStep<Input = <Self as EmberModel<B>>::Batch, Output = StepOutput<B>>
     + AutodiffModule<B, InnerModule = Self::Inference>
-    + TorchNames
     + core::fmt::Display
     + 'static
 {
-    type Batch: Rows<B>;
-    type ValidBatch: Rows<B::InnerBackend>;
-    type Inference: InferenceStep<Input = Self::ValidBatch, Output = StepOutput<B::InnerBackend>>
-        + Module<B::InnerBackend>
-        + TorchNames;
+    type Inference: EmberModel<B::InnerBackend>;
 }
 
-impl<B, M, T, I, V> TrainableModel<B> for M
+impl<B, M, I> TrainableModel<B> for M
 where
     B: AutodiffBackend,
-    T: Rows<B>,
-    V: Rows<B::InnerBackend>,
-    I: InferenceStep<Input = V, Output = StepOutput<B::InnerBackend>>
-        + Module<B::InnerBackend>
-        + TorchNames,
-    M: TrainStep<Input = T, Output = StepOutput<B>>
+    I: EmberModel<B::InnerBackend>,
+    M: EmberModel<B>
+        + TrainStep<Input = <M as EmberModel<B>>::Batch, Output = StepOutput<B>>
         + AutodiffModule<B, InnerModule = I>
-        + TorchNames
         + core::fmt::Display
         + 'static,
 {
-    type Batch = T;
-    type ValidBatch = V;
     type Inference = I;
 }
 
 impl TrainTask<'_> {
-    fn fit<B: AutodiffBackend, M: TrainableModel<B>>(
-        self,
-        model: M,
-        train: M::Batch,
-        valid: M::ValidBatch,
-        device: B::Device,
-    ) -> Result<Trained> {
+    fn fit<B: AutodiffBackend, M: TrainableModel<B>>(self, device: B::Device) -> Result<Trained> {
+        self.console.status("uploading data to the device");
+        let model = M::init(&self.config, &device);
+        let train = M::batch(&self.data.train, &device);
+        let valid = M::Inference::batch(&self.data.valid, &device);
         match self.config.optimizer {
             OptimizerSpec::Sgd { lr, momentum } => {
                 let mut sgd = SgdConfig::new();
@@ -272,8 +274,8 @@ impl TrainTask<'_> {
         mut model: M,
         optimizer: O,
         lr: f64,
-        train: M::Batch,
-        valid: M::ValidBatch,
+        train: <M as EmberModel<B>>::Batch,
+        valid: <M::Inference as EmberModel<B::InnerBackend>>::Batch,
         device: B::Device,
     ) -> Result<Trained>
     where
@@ -352,7 +354,7 @@ impl TrainTask<'_> {
         } else {
             Order::Sequential
         };
-        let train_loader = DeviceLoader::<B, M::Batch>::new(
+        let train_loader = DeviceLoader::<B, _>::new(
             train,
             device.clone(),
             config.batch_size,
@@ -369,7 +371,7 @@ impl TrainTask<'_> {
             ));
         }
         // Validation never shuffles nor drops rows.
-        let valid_loader = DeviceLoader::<B::InnerBackend, M::ValidBatch>::new(
+        let valid_loader = DeviceLoader::<B::InnerBackend, _>::new(
             valid,
             device.clone(),
             config.batch_size,

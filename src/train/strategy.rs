@@ -8,7 +8,7 @@
 //! - checkpoints go through ember's atomic checkpointer, and Ctrl-C stops after a checkpoint.
 
 use crate::error::EmberError;
-use crate::model::{StepOutput, StepStats, scalar};
+use crate::model::{StepOutput, StepTotals as Totals};
 use crate::train::checkpoint::{CheckpointDir, PARTS};
 use crate::train::history::{EpochRecord, SplitRecord, write_csv};
 use crate::train::signals::StopSignal;
@@ -46,58 +46,6 @@ pub struct EmberStrategy<LC: LearningComponentsTypes> {
     pub console: crate::console::Console,
     pub stop: StopSignal,
     pub report_every: Duration,
-}
-
-/// Running totals of one epoch, on the device.
-struct Totals<B: Backend> {
-    loss_sum: Option<Tensor<B, 1>>,
-    correct: Option<Tensor<B, 1>>,
-    rows: usize,
-}
-
-impl<B: Backend> Totals<B> {
-    fn new() -> Self {
-        Self {
-            loss_sum: None,
-            correct: None,
-            rows: 0,
-        }
-    }
-
-    fn add(&mut self, out: StepOutput<B>) {
-        fn sum<B: Backend>(acc: Option<Tensor<B, 1>>, v: Tensor<B, 1>) -> Tensor<B, 1> {
-            match acc {
-                Some(a) => a + v,
-                None => v,
-            }
-        }
-        let weighted = out.loss.mul_scalar(out.rows as f32);
-        self.loss_sum = Some(sum(self.loss_sum.take(), weighted));
-        if let Some(c) = out.correct {
-            self.correct = Some(sum(self.correct.take(), c));
-        }
-        self.rows += out.rows;
-    }
-
-    /// One device read of the running means.
-    fn read(&self) -> StepStats {
-        let n = self.rows.max(1) as f64;
-        StepStats {
-            loss: self.loss_sum.clone().map_or(f64::NAN, scalar) / n,
-            accuracy: self.correct.clone().map(|c| scalar(c) / n),
-            rows: self.rows,
-        }
-    }
-
-    /// The report handed to Burn's metrics: the running means as tiny tensors.
-    fn report(stats: StepStats, device: &B::Device) -> StepOutput<B> {
-        let one = |v: f64| Tensor::<B, 1>::from_floats([v as f32], device);
-        StepOutput {
-            loss: one(stats.loss),
-            correct: stats.accuracy.map(|a| one(a * stats.rows as f64)),
-            rows: stats.rows,
-        }
-    }
 }
 
 /// Saves every epoch; ember's checkpoint commit removes the older ones.

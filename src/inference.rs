@@ -1,0 +1,386 @@
+//! Using a trained model: `ember eval` (loss and accuracy on a split), `ember predict` (one CSV
+//! row per input) and `ember export` (model files from any run or checkpoint). Each opens a run
+//! folder (its resolved config says how to rebuild the model and preprocess inputs) or a model
+//! file next to one, loads the weights into the model, and runs on the chosen device.
+
+use crate::config::{DataSpec, JobConfig, JobKind};
+use crate::data::fashion::pixels_to_matrix;
+use crate::data::loader::{DeviceLoader, EpochCell, Order};
+use crate::data::{self, HostSplit, Labels, SplitName, idx, table};
+use crate::device::{Backends, Device, OnBackend};
+use crate::error::{EmberError, Result, write_atomic};
+use crate::export::{self, Layout};
+use crate::input_err;
+use crate::model::fashion::FashionMlp;
+use crate::model::linear_scalar::LinearScalar;
+use crate::model::tabular::TabularMlp;
+use crate::model::{EmberModel, StepStats, StepTotals};
+use crate::run_dir;
+use crate::train::checkpoint;
+use burn::data::dataloader::DataLoader;
+use burn::prelude::*;
+use burn::tensor::backend::AutodiffBackend;
+use std::path::{Path, PathBuf};
+
+/// Where a model's weights are.
+#[derive(Debug, Clone)]
+pub enum Weights {
+    /// Burn's record (`model.mpk`).
+    Burn(PathBuf),
+    /// The model part of a checkpoint, verified against its manifest.
+    Checkpoint(PathBuf, checkpoint::Manifest),
+    /// A safetensors file in the given layout.
+    Safetensors(PathBuf, Layout),
+}
+
+impl Weights {
+    pub fn describe(&self) -> String {
+        match self {
+            Weights::Burn(p) | Weights::Safetensors(p, _) => p.display().to_string(),
+            Weights::Checkpoint(dir, m) => {
+                format!("{} (checkpoint of epoch {})", dir.display(), m.epoch)
+            }
+        }
+    }
+}
+
+/// A model to use: the resolved config of its run and its weights.
+#[derive(Debug, Clone)]
+pub struct ModelSource {
+    pub config: JobConfig,
+    pub weights: Weights,
+}
+
+/// The layout a safetensors file was written in: ember records it in the metadata; a file
+/// without ember's metadata is taken to come from PyTorch.
+pub fn safetensors_layout(path: &Path) -> Result<Layout> {
+    let bytes = crate::error::read_file(path)?;
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
+        .map_err(|e| EmberError::file(path, format!("not a safetensors file ({e})")))?;
+    let burn = meta
+        .metadata()
+        .as_ref()
+        .and_then(|m| m.get("ember"))
+        .is_some_and(|v| v.contains("layout=burn"));
+    Ok(if burn { Layout::Burn } else { Layout::Pytorch })
+}
+
+/// Opens a run folder, or a model file with `--config` or a `config.toml` beside it.
+/// `epoch` picks that epoch's checkpoint in a run folder.
+pub fn open(path: &Path, config: Option<&Path>, epoch: Option<usize>) -> Result<ModelSource> {
+    if path.is_dir() {
+        let config = crate::config::load(
+            &config.map_or_else(|| path.join(run_dir::CONFIG), Path::to_path_buf),
+        )?;
+        let ckpt = path.join(run_dir::CHECKPOINTS);
+        let final_model = path.join(run_dir::MODEL_BURN);
+        let weights = match epoch {
+            Some(e) => Weights::Checkpoint(
+                ckpt.clone(),
+                checkpoint::read_manifest(&ckpt, e).map_err(|_| {
+                    input_err!(
+                        "{}: no complete checkpoint of epoch {e} (kept: {:?})",
+                        ckpt.display(),
+                        checkpoint::list_epochs(&ckpt)
+                    )
+                })?,
+            ),
+            None if final_model.is_file() => Weights::Burn(final_model),
+            None => Weights::Checkpoint(ckpt.clone(), checkpoint::latest(&ckpt)?),
+        };
+        return Ok(ModelSource { config, weights });
+    }
+    if !path.is_file() {
+        return Err(EmberError::file(path, "no such run folder or model file"));
+    }
+    if epoch.is_some() {
+        return Err(input_err!("--epoch needs a run folder, not a model file"));
+    }
+    let config_path = match config {
+        Some(c) => c.to_path_buf(),
+        None => {
+            let beside = path
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(run_dir::CONFIG);
+            if !beside.is_file() {
+                return Err(input_err!(
+                    "{}: no {} beside the model file; pass --config with the run's resolved config",
+                    path.display(),
+                    run_dir::CONFIG
+                ));
+            }
+            beside
+        }
+    };
+    let config = crate::config::load(&config_path)?;
+    let weights = match path.extension().and_then(|e| e.to_str()) {
+        Some("safetensors") => Weights::Safetensors(path.to_path_buf(), safetensors_layout(path)?),
+        Some("mpk") => Weights::Burn(path.to_path_buf()),
+        _ => {
+            return Err(EmberError::file(
+                path,
+                "unknown model file type: use a .mpk (Burn) or .safetensors file",
+            ));
+        }
+    };
+    Ok(ModelSource { config, weights })
+}
+
+/// `config`'s model with `weights` loaded.
+pub fn load_model<B: Backend, M: EmberModel<B>>(
+    source: &ModelSource,
+    device: &B::Device,
+) -> Result<M> {
+    let model = M::init(&source.config, device);
+    match &source.weights {
+        Weights::Burn(path) => export::load_burn(model, path, device),
+        Weights::Checkpoint(dir, manifest) => {
+            let record = checkpoint::load_part::<M::Record, B>(dir, manifest, "model", device)?;
+            Ok(model.load_record(record))
+        }
+        Weights::Safetensors(path, layout) => export::load_safetensors(model, path, *layout),
+    }
+}
+
+/// Something to do with a loaded model, on whichever backend was chosen.
+pub trait ModelTask {
+    type Output;
+    fn run<B: Backend, M: EmberModel<B>>(
+        self,
+        model: M,
+        device: &B::Device,
+    ) -> Result<Self::Output>;
+}
+
+/// Loads the model of `source` on `device` and runs `task` with it.
+pub fn with_model<D: Backends, T: ModelTask>(
+    source: &ModelSource,
+    device: Device,
+    task: T,
+) -> Result<T::Output> {
+    struct Run<'a, T> {
+        source: &'a ModelSource,
+        task: T,
+    }
+    impl<T: ModelTask> OnBackend for Run<'_, T> {
+        type Output = Result<T::Output>;
+        fn run<B: AutodiffBackend>(self, device: B::Device) -> Self::Output {
+            type I<B> = <B as AutodiffBackend>::InnerBackend;
+            match self.source.config.job {
+                JobKind::FashionMlp => {
+                    let m = load_model::<I<B>, FashionMlp<I<B>>>(self.source, &device)?;
+                    self.task.run(m, &device)
+                }
+                JobKind::TabularMlp => {
+                    let m = load_model::<I<B>, TabularMlp<I<B>>>(self.source, &device)?;
+                    self.task.run(m, &device)
+                }
+                JobKind::LinearScalar => {
+                    let m = load_model::<I<B>, LinearScalar<I<B>>>(self.source, &device)?;
+                    self.task.run(m, &device)
+                }
+            }
+        }
+    }
+    D::dispatch(device, Run { source, task })
+}
+
+/// Loss and accuracy of `model` over `split`, in batches cut on the device.
+pub fn evaluate<B: Backend, M: EmberModel<B>>(
+    model: &M,
+    split: &HostSplit,
+    batch_size: usize,
+    device: &B::Device,
+) -> StepStats {
+    let loader = DeviceLoader::<B, M::Batch>::new(
+        M::batch(split, device),
+        device.clone(),
+        batch_size,
+        false,
+        Order::Sequential,
+        EpochCell::default(),
+    );
+    let mut totals = StepTotals::<B>::new();
+    let mut iter = loader.iter();
+    while let Some(batch) = iter.next() {
+        totals.add(burn::train::InferenceStep::step(model, batch));
+    }
+    totals.read()
+}
+
+/// The rows `ember eval` reads: one split of the run's own data, as the run used it (its row
+/// limits included), or of other data given with `--data` (all its rows).
+pub fn eval_split(config: &JobConfig, split: SplitName, data: Option<&Path>) -> Result<HostSplit> {
+    let mut config = config.clone();
+    if let Some(d) = data {
+        config.max_train_rows = None;
+        config.max_valid_rows = None;
+        match &mut config.data {
+            DataSpec::Fashion { dir, .. } => *dir = Some(d.to_path_buf()),
+            DataSpec::Table { csv, .. } => *csv = Some(d.to_path_buf()),
+        }
+    }
+    if split == SplitName::Test && config.job != JobKind::FashionMlp {
+        return Err(input_err!(
+            "--split test: {} has a train and a valid split only (valid is held out of training)",
+            config.job.name()
+        ));
+    }
+    let loaded = data::load_limited(&config)?;
+    Ok(match split {
+        SplitName::Train => loaded.train,
+        // FashionMNIST's test set is what the run validated on.
+        SplitName::Valid | SplitName::Test => loaded.valid,
+    })
+}
+
+/// The rows `ember predict` reads from `input`, preprocessed as in training.
+pub fn predict_inputs(config: &JobConfig, input: &Path) -> Result<HostSplit> {
+    let is_csv = input.extension().is_some_and(|e| e == "csv");
+    match &config.data {
+        DataSpec::Fashion { input_scale, .. } => {
+            let (pixels, count) = if is_csv {
+                let csv = table::read_numeric(input)?;
+                let cols = csv.header.len();
+                if cols != 784 {
+                    return Err(EmberError::file(
+                        input,
+                        format!(
+                            "{cols} columns; fashion-mlp takes 784 pixel columns (28x28, 0..255)"
+                        ),
+                    ));
+                }
+                let pixels: Vec<u8> = csv
+                    .rows
+                    .iter()
+                    .flatten()
+                    .map(|v| v.clamp(0.0, 255.0) as u8)
+                    .collect();
+                (pixels, csv.rows.len())
+            } else {
+                let images = idx::read_images(input)?;
+                if (images.rows, images.cols) != (28, 28) {
+                    return Err(EmberError::file(
+                        input,
+                        format!(
+                            "images are {}x{}; fashion-mlp takes 28x28",
+                            images.rows, images.cols
+                        ),
+                    ));
+                }
+                (images.pixels, images.count)
+            };
+            Ok(HostSplit {
+                features: pixels_to_matrix(&pixels, count, *input_scale),
+                scalar: None,
+                labels: Labels::Classes(vec![0; count]),
+            })
+        }
+        DataSpec::Table {
+            label_column,
+            scalar_column,
+            stats,
+            ..
+        } => {
+            let (features, scalar) =
+                table::read_inputs(input, label_column, scalar_column.as_deref())?;
+            let expected = config.inputs.unwrap_or(features.cols);
+            if features.cols != expected {
+                return Err(EmberError::file(
+                    input,
+                    format!(
+                        "{} input columns; the model takes {expected} (every column but \"{label_column}\"{})",
+                        features.cols,
+                        scalar_column
+                            .as_ref()
+                            .map(|s| format!(" and \"{s}\""))
+                            .unwrap_or_default()
+                    ),
+                ));
+            }
+            let rows = features.rows;
+            let mut split = HostSplit {
+                features,
+                scalar,
+                labels: Labels::Values(vec![0.0; rows]),
+            };
+            if let Some(s) = stats {
+                data::apply_stats(&mut split, s);
+            }
+            Ok(split)
+        }
+    }
+}
+
+/// Writes `rows` under `header` as CSV to `out`, or to stdout.
+pub fn write_csv(header: &[String], rows: &[Vec<String>], out: Option<&Path>) -> Result<()> {
+    let mut text = header.join(",") + "\n";
+    for r in rows {
+        text.push_str(&r.join(","));
+        text.push('\n');
+    }
+    match out {
+        Some(path) => write_atomic(path, text.as_bytes()),
+        None => {
+            use std::io::Write;
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            Ok(())
+        }
+    }
+}
+
+/// `ember eval`.
+pub struct Eval {
+    pub split: HostSplit,
+    pub batch_size: usize,
+}
+
+impl ModelTask for Eval {
+    type Output = StepStats;
+    fn run<B: Backend, M: EmberModel<B>>(self, model: M, device: &B::Device) -> Result<StepStats> {
+        Ok(evaluate(&model, &self.split, self.batch_size, device))
+    }
+}
+
+/// `ember predict`.
+pub struct Predict {
+    pub inputs: HostSplit,
+}
+
+impl ModelTask for Predict {
+    type Output = (Vec<String>, Vec<Vec<String>>);
+    fn run<B: Backend, M: EmberModel<B>>(
+        self,
+        model: M,
+        device: &B::Device,
+    ) -> Result<Self::Output> {
+        Ok((model.header(), model.predict(&self.inputs, device)))
+    }
+}
+
+/// `ember export`.
+pub struct Export {
+    pub format: ExportFormat,
+    pub layout: Layout,
+    pub out: PathBuf,
+    pub job: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    Safetensors,
+    Burn,
+}
+
+impl ModelTask for Export {
+    type Output = ();
+    fn run<B: Backend, M: EmberModel<B>>(self, model: M, _: &B::Device) -> Result<()> {
+        match self.format {
+            ExportFormat::Burn => export::save_burn(&model, &self.out),
+            ExportFormat::Safetensors => {
+                export::save_safetensors(&model, &self.out, self.layout, self.job)
+            }
+        }
+    }
+}
