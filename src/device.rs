@@ -5,7 +5,6 @@
 use crate::error::Result;
 use crate::input_err;
 use burn::backend::{Autodiff, Flex};
-use burn::tensor::backend::AutodiffBackend;
 use std::str::FromStr;
 
 /// What the user asked for with `--device`.
@@ -117,7 +116,7 @@ pub fn describe(device: Device) -> String {
 /// Work that runs on whichever backend was chosen.
 pub trait OnBackend {
     type Output;
-    fn run<B: AutodiffBackend>(self, device: B::Device) -> Self::Output;
+    fn run<B: crate::ops::TrainBackend>(self, device: B::Device) -> Self::Output;
 }
 
 /// The CPU backend ember trains on.
@@ -144,12 +143,22 @@ impl Backends for CpuOnly {
     }
 }
 
-/// Sets the CPU backend's thread count (Burn's flex backend runs on rayon's global pool).
-pub fn set_cpu_threads(threads: usize) -> Result<()> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build_global()
-        .map_err(|e| input_err!("--threads {threads}: {e}"))
+/// Runs `f` on a worker of a rayon pool of `threads` threads (default: one per core), the pool
+/// Burn's CPU backend then parallelises on. Running the training loop itself on a worker,
+/// rather than on a thread of its own that hands work to the pool, keeps the thread count equal
+/// to the core count: a separate loop thread competes with the pool's spinning workers on every
+/// operation (on two cores that made two threads no faster than one).
+pub fn on_cpu_pool<T: Send>(threads: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T> {
+    let mut builder = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("ember-cpu-{i}"));
+    match threads {
+        Some(0) => return Err(input_err!("--threads 0 must be at least 1")),
+        Some(n) => builder = builder.num_threads(n),
+        None => {}
+    }
+    let pool = builder
+        .build()
+        .map_err(|e| input_err!("cannot start the CPU thread pool: {e}"))?;
+    Ok(pool.install(f))
 }
 
 #[cfg(test)]

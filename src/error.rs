@@ -77,8 +77,16 @@ pub fn describe_io(err: &std::io::Error) -> String {
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder, fsync, rename,
-/// fsync of the folder. A kill at any moment leaves either the old file or the new one.
+/// fsync of the folder. A kill at any moment leaves either the old file or the new one, and
+/// once this returns the file survives a power cut.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_replace(path, bytes, true)
+}
+
+/// Like [`write_atomic`] without the fsyncs: readers and kills still see a whole file, but a
+/// power cut may lose it. For files rewritten every epoch (`metrics.csv`), where the fsyncs
+/// would cost more than a small model's epoch.
+pub fn write_replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
@@ -89,11 +97,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let result = (|| -> std::io::Result<()> {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
+        if durable {
+            file.sync_all()?;
+        }
         drop(file);
         std::fs::rename(&tmp, path)?;
         // The rename is durable only once the folder entry is on disk.
-        if let Ok(d) = std::fs::File::open(dir) {
+        if durable && let Ok(d) = std::fs::File::open(dir) {
             d.sync_all().ok();
         }
         Ok(())

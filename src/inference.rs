@@ -15,11 +15,10 @@ use crate::model::fashion::FashionMlp;
 use crate::model::linear_scalar::LinearScalar;
 use crate::model::tabular::TabularMlp;
 use crate::model::{EmberModel, StepStats, StepTotals};
+use crate::ops::{EmberBackend, TrainBackend};
 use crate::run_dir;
 use crate::train::checkpoint;
 use burn::data::dataloader::DataLoader;
-use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
 use std::path::{Path, PathBuf};
 
 /// Where a model's weights are.
@@ -128,7 +127,7 @@ pub fn open(path: &Path, config: Option<&Path>, epoch: Option<usize>) -> Result<
 }
 
 /// `config`'s model with `weights` loaded.
-pub fn load_model<B: Backend, M: EmberModel<B>>(
+pub fn load_model<B: EmberBackend, M: EmberModel<B>>(
     source: &ModelSource,
     device: &B::Device,
 ) -> Result<M> {
@@ -146,7 +145,7 @@ pub fn load_model<B: Backend, M: EmberModel<B>>(
 /// Something to do with a loaded model, on whichever backend was chosen.
 pub trait ModelTask {
     type Output;
-    fn run<B: Backend, M: EmberModel<B>>(
+    fn run<B: EmberBackend, M: EmberModel<B>>(
         self,
         model: M,
         device: &B::Device,
@@ -165,8 +164,8 @@ pub fn with_model<D: Backends, T: ModelTask>(
     }
     impl<T: ModelTask> OnBackend for Run<'_, T> {
         type Output = Result<T::Output>;
-        fn run<B: AutodiffBackend>(self, device: B::Device) -> Self::Output {
-            type I<B> = <B as AutodiffBackend>::InnerBackend;
+        fn run<B: TrainBackend>(self, device: B::Device) -> Self::Output {
+            type I<B> = <B as TrainBackend>::Inference;
             match self.source.config.job {
                 JobKind::FashionMlp => {
                     let m = load_model::<I<B>, FashionMlp<I<B>>>(self.source, &device)?;
@@ -187,7 +186,7 @@ pub fn with_model<D: Backends, T: ModelTask>(
 }
 
 /// Loss and accuracy of `model` over `split`, in batches cut on the device.
-pub fn evaluate<B: Backend, M: EmberModel<B>>(
+pub fn evaluate<B: EmberBackend, M: EmberModel<B>>(
     model: &M,
     split: &HostSplit,
     batch_size: usize,
@@ -338,7 +337,11 @@ pub struct Eval {
 
 impl ModelTask for Eval {
     type Output = StepStats;
-    fn run<B: Backend, M: EmberModel<B>>(self, model: M, device: &B::Device) -> Result<StepStats> {
+    fn run<B: EmberBackend, M: EmberModel<B>>(
+        self,
+        model: M,
+        device: &B::Device,
+    ) -> Result<StepStats> {
         Ok(evaluate(&model, &self.split, self.batch_size, device))
     }
 }
@@ -350,7 +353,7 @@ pub struct Predict {
 
 impl ModelTask for Predict {
     type Output = (Vec<String>, Vec<Vec<String>>);
-    fn run<B: Backend, M: EmberModel<B>>(
+    fn run<B: EmberBackend, M: EmberModel<B>>(
         self,
         model: M,
         device: &B::Device,
@@ -375,7 +378,7 @@ pub enum ExportFormat {
 
 impl ModelTask for Export {
     type Output = ();
-    fn run<B: Backend, M: EmberModel<B>>(self, model: M, _: &B::Device) -> Result<()> {
+    fn run<B: EmberBackend, M: EmberModel<B>>(self, model: M, _: &B::Device) -> Result<()> {
         match self.format {
             ExportFormat::Burn => export::save_burn(&model, &self.out),
             ExportFormat::Safetensors => {

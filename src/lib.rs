@@ -2,6 +2,7 @@
 //! device once and every batch is cut there; training runs through Burn's `Learner` on the CUDA
 //! backend when a GPU is present, on Burn's CPU backend otherwise.
 
+pub mod bench;
 pub mod config;
 pub mod console;
 pub mod data;
@@ -10,6 +11,8 @@ pub mod error;
 pub mod export;
 pub mod inference;
 pub mod model;
+pub mod ops;
+pub mod optim;
 pub mod plot;
 pub mod rng;
 pub mod run_dir;

@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use ember::console::{Console, Verbosity};
 use ember::device::{Backends, CpuBackend, Device, DeviceRequest, OnBackend};
-use ember::error::{EmberError, Result};
+use ember::error::Result;
 use ember::summary::Summary;
 use ember::train::TrainArgs;
 use std::path::PathBuf;
@@ -61,6 +61,10 @@ enum Command {
         /// Burn's full-screen TUI instead of ember's progress bar (slower: it spins a core).
         #[arg(long)]
         tui: bool,
+        /// Minimum seconds between two checkpoints; 0 checkpoints every epoch. The last epoch
+        /// and a Ctrl-C always get one.
+        #[arg(long, value_name = "SECONDS", default_value_t = ember::train::DEFAULT_CHECKPOINT_SECONDS)]
+        checkpoint_every: f64,
     },
     /// Loss and accuracy of a trained model on a split.
     Eval {
@@ -129,9 +133,28 @@ enum Command {
     },
     /// List the runs under a folder (default: runs/).
     Runs { dir: Option<PathBuf> },
+    /// Training speed of a job, through the Learner and as a bare step loop.
+    Bench {
+        /// The job file.
+        config: PathBuf,
+        #[arg(long, default_value = "auto")]
+        device: DeviceRequest,
+        /// Epochs to time (the first is reported apart as warm-up).
+        #[arg(long, default_value_t = 5)]
+        epochs: usize,
+        /// Train on the first N rows only.
+        #[arg(long, value_name = "N")]
+        max_train_rows: Option<usize>,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Version, backends compiled in, devices found.
     Info,
 }
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The backends this binary runs on: CUDA (with fusion) when built with the `cuda` feature, and
 /// Burn's CPU backend. This is the only place that names them, so Burn's generic code is
@@ -162,7 +185,9 @@ fn main() {
         Verbosity::Normal
     };
     let console = Console::new(verbosity);
-    if let Err(e) = run(cli, &console) {
+    let threads = cli.threads;
+    let result = ember::device::on_cpu_pool(threads, || run(cli, &console)).and_then(|r| r);
+    if let Err(e) = result {
         console.finish();
         eprintln!("error: {e}");
         std::process::exit(e.exit_code());
@@ -170,12 +195,6 @@ fn main() {
 }
 
 fn run(cli: Cli, console: &Console) -> Result<()> {
-    if let Some(n) = cli.threads {
-        if n == 0 {
-            return Err(EmberError::Input("--threads 0 must be at least 1".into()));
-        }
-        ember::device::set_cpu_threads(n)?;
-    }
     match cli.command {
         Command::Train {
             config,
@@ -188,6 +207,7 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
             resume,
             init_from,
             tui,
+            checkpoint_every,
         } => {
             let args = TrainArgs {
                 device,
@@ -199,6 +219,7 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
                 resume,
                 init_from,
                 tui,
+                checkpoint_every,
             };
             let report = ember::train::run::<AllBackends>(config.as_deref(), &args, console)?;
             let summary = Summary::from_report(&report);
@@ -345,6 +366,21 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
                 console.always(&format!("no runs in {}", dir.display()));
             } else {
                 console.always(&ember::runs::table(&rows));
+            }
+            Ok(())
+        }
+        Command::Bench {
+            config,
+            device,
+            epochs,
+            max_train_rows,
+            json,
+        } => {
+            let report = ember::bench::run::<AllBackends>(&config, device, epochs, max_train_rows)?;
+            if json {
+                console.always(&serde_json::to_string(&report).expect("a report serialises"));
+            } else {
+                console.always(&report.text());
             }
             Ok(())
         }

@@ -47,8 +47,9 @@ fn wait_for(path: &Path) {
     }
 }
 
+/// `ember train` with a checkpoint after every epoch (the default is at most one per 10 s).
 fn train_args<'a>(cfg: &'a str, out: &'a str) -> Vec<&'a str> {
-    let mut a = vec!["train", cfg, "--out", out, "-q"];
+    let mut a = vec!["train", cfg, "--out", out, "-q", "--checkpoint-every", "0"];
     a.extend_from_slice(&SLICE);
     a
 }

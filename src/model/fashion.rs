@@ -4,18 +4,18 @@
 //! (the PyTorch recipe), 83.8 % on raw pixels with Keras' init and shuffling (the Keras recipe).
 
 use super::{
-    EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, count_correct, linear, matrix_rows,
-    rows_of,
+    EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, count_correct, init_linear,
+    matrix_rows, rows_of,
 };
 use crate::config::Init;
 use crate::data::loader::Rows;
 use crate::data::{HostSplit, Labels};
+use crate::ops::{Activation, EmberBackend, TrainBackend, linear};
 use burn::nn::Linear;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::prelude::*;
 use burn::tensor::TensorData;
-use burn::tensor::activation::{relu, softmax};
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::activation::softmax;
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 
 pub const INPUTS: usize = 28 * 28;
@@ -36,21 +36,21 @@ impl<B: Backend> TorchNames for FashionMlp<B> {
     ];
 }
 
-impl<B: Backend> FashionMlp<B> {
+impl<B: EmberBackend> FashionMlp<B> {
     pub fn new(init: Init, seed: u64, device: &B::Device) -> Self {
         let mut rng = crate::rng::stream(seed, "init", 0);
         Self {
-            l1: linear(INPUTS, 512, true, init, &mut rng, device),
-            l2: linear(512, 512, true, init, &mut rng, device),
-            l3: linear(512, CLASSES, true, init, &mut rng, device),
+            l1: init_linear(INPUTS, 512, true, init, &mut rng, device),
+            l2: init_linear(512, 512, true, init, &mut rng, device),
+            l3: init_linear(512, CLASSES, true, init, &mut rng, device),
         }
     }
 
     /// Logits `[n, 10]` for flattened images `[n, 784]`.
     pub fn forward(&self, images: Tensor<B, 2>) -> Tensor<B, 2> {
-        let x = relu(self.l1.forward(images));
-        let x = relu(self.l2.forward(x));
-        self.l3.forward(x)
+        let x = linear(images, &self.l1, Activation::Relu);
+        let x = linear(x, &self.l2, Activation::Relu);
+        linear(x, &self.l3, Activation::Identity)
     }
 
     fn loss_and_correct(&self, batch: ImageBatch<B>) -> (Tensor<B, 1>, Tensor<B, 1>) {
@@ -112,7 +112,7 @@ impl<B: Backend> Rows<B> for ImageBatch<B> {
     }
 }
 
-impl<B: Backend> EmberModel<B> for FashionMlp<B> {
+impl<B: EmberBackend> EmberModel<B> for FashionMlp<B> {
     type Batch = ImageBatch<B>;
 
     fn init(config: &crate::config::JobConfig, device: &B::Device) -> Self {
@@ -124,7 +124,7 @@ impl<B: Backend> EmberModel<B> for FashionMlp<B> {
     }
 }
 
-impl<B: Backend> Predict<B> for FashionMlp<B> {
+impl<B: EmberBackend> Predict<B> for FashionMlp<B> {
     fn header(&self) -> Vec<String> {
         std::iter::once("class".to_string())
             .chain((0..CLASSES).map(|c| format!("p{c}")))
@@ -151,7 +151,7 @@ impl<B: Backend> Predict<B> for FashionMlp<B> {
     }
 }
 
-impl<B: AutodiffBackend> TrainStep for FashionMlp<B> {
+impl<B: TrainBackend> TrainStep for FashionMlp<B> {
     type Input = ImageBatch<B>;
     type Output = StepOutput<B>;
 
@@ -168,7 +168,7 @@ impl<B: AutodiffBackend> TrainStep for FashionMlp<B> {
     }
 }
 
-impl<B: Backend> InferenceStep for FashionMlp<B> {
+impl<B: EmberBackend> InferenceStep for FashionMlp<B> {
     type Input = ImageBatch<B>;
     type Output = StepOutput<B>;
 

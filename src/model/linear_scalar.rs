@@ -2,17 +2,18 @@
 //! scalar drawn from N(0, 1); mean squared error.
 
 use super::{
-    EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, linear, matrix_rows, param, rows_of,
+    EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, init_linear, matrix_rows, param,
+    rows_of,
 };
 use crate::config::Init;
 use crate::data::loader::Rows;
 use crate::data::{HostSplit, Labels};
+use crate::ops::{EmberBackend, TrainBackend};
 use burn::module::Param;
 use burn::nn::Linear;
 use burn::nn::loss::{MseLoss, Reduction};
 use burn::prelude::*;
 use burn::tensor::TensorData;
-use burn::tensor::backend::AutodiffBackend;
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 
 #[derive(Module, Debug)]
@@ -28,7 +29,7 @@ impl<B: Backend> TorchNames for LinearScalar<B> {
 impl<B: Backend> LinearScalar<B> {
     pub fn new(inputs: usize, init: Init, seed: u64, device: &B::Device) -> Self {
         let mut rng = crate::rng::stream(seed, "init", 0);
-        let lin = linear(inputs, 1, false, init, &mut rng, device);
+        let lin = init_linear(inputs, 1, false, init, &mut rng, device);
         let p = crate::rng::normal(&mut rng) as f32;
         Self {
             lin,
@@ -109,7 +110,7 @@ impl<B: Backend> Rows<B> for ScalarBatch<B> {
     }
 }
 
-impl<B: Backend> EmberModel<B> for LinearScalar<B> {
+impl<B: EmberBackend> EmberModel<B> for LinearScalar<B> {
     type Batch = ScalarBatch<B>;
 
     fn init(config: &crate::config::JobConfig, device: &B::Device) -> Self {
@@ -126,7 +127,7 @@ impl<B: Backend> EmberModel<B> for LinearScalar<B> {
     }
 }
 
-impl<B: Backend> Predict<B> for LinearScalar<B> {
+impl<B: EmberBackend> Predict<B> for LinearScalar<B> {
     fn header(&self) -> Vec<String> {
         vec!["value".to_string()]
     }
@@ -153,7 +154,7 @@ impl<B: Backend> Predict<B> for LinearScalar<B> {
     }
 }
 
-impl<B: AutodiffBackend> TrainStep for LinearScalar<B> {
+impl<B: TrainBackend> TrainStep for LinearScalar<B> {
     type Input = ScalarBatch<B>;
     type Output = StepOutput<B>;
 
@@ -170,7 +171,7 @@ impl<B: AutodiffBackend> TrainStep for LinearScalar<B> {
     }
 }
 
-impl<B: Backend> InferenceStep for LinearScalar<B> {
+impl<B: EmberBackend> InferenceStep for LinearScalar<B> {
     type Input = ScalarBatch<B>;
     type Output = StepOutput<B>;
 

@@ -137,7 +137,7 @@ pub fn count_correct<B: Backend>(
 /// A linear layer (`[in, out]` weights, Burn's layout) with weights drawn on the host:
 /// `Torch` is `nn.Linear`'s uniform(±1/sqrt(fan_in)) for weights and biases, `Keras` is
 /// Glorot-uniform weights and zero biases.
-pub fn linear<B: Backend>(
+pub fn init_linear<B: Backend>(
     fan_in: usize,
     fan_out: usize,
     bias: bool,
@@ -179,7 +179,7 @@ pub fn param<B: Backend, const D: usize>(
 
 /// What ember needs of a model, whatever the backend: its initial weights from a config, its
 /// batch built from host rows, Burn's inference step, predictions and PyTorch names.
-pub trait EmberModel<B: Backend>:
+pub trait EmberModel<B: crate::ops::EmberBackend>:
     Module<B>
     + Predict<B>
     + TorchNames
@@ -240,7 +240,7 @@ mod tests {
     #[test]
     fn torch_init_is_bounded_by_one_over_sqrt_fan_in() {
         let mut rng = crate::rng::stream(1, "init", 0);
-        let l = linear::<Flex>(100, 7, true, Init::Torch, &mut rng, &Default::default());
+        let l = init_linear::<Flex>(100, 7, true, Init::Torch, &mut rng, &Default::default());
         let w: Vec<f32> = l.weight.val().into_data().to_vec().unwrap();
         let b: Vec<f32> = l.bias.unwrap().val().into_data().to_vec().unwrap();
         assert_eq!(l.weight.dims(), [100, 7]);
@@ -254,7 +254,7 @@ mod tests {
     #[test]
     fn keras_init_has_zero_bias_and_glorot_bound() {
         let mut rng = crate::rng::stream(1, "init", 0);
-        let l = linear::<Flex>(10, 20, true, Init::Keras, &mut rng, &Default::default());
+        let l = init_linear::<Flex>(10, 20, true, Init::Keras, &mut rng, &Default::default());
         let b: Vec<f32> = l.bias.unwrap().val().into_data().to_vec().unwrap();
         assert!(b.iter().all(|v| *v == 0.0));
         let bound = (6.0f32 / 30.0).sqrt();

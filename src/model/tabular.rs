@@ -2,17 +2,17 @@
 //! logit; binary cross-entropy on logits; accuracy with the logit thresholded at 0.
 
 use super::{
-    EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, linear, matrix_rows, rows_of,
+    EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, init_linear, matrix_rows, rows_of,
 };
 use crate::config::Init;
 use crate::data::loader::Rows;
 use crate::data::{HostSplit, Labels};
+use crate::ops::{Activation, EmberBackend, TrainBackend, linear};
 use burn::nn::Linear;
 use burn::nn::loss::BinaryCrossEntropyLossConfig;
 use burn::prelude::*;
 use burn::tensor::TensorData;
-use burn::tensor::activation::{sigmoid, tanh};
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::activation::sigmoid;
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 
 #[derive(Module, Debug)]
@@ -27,13 +27,13 @@ impl<B: Backend> TorchNames for TabularMlp<B> {
         &[("fc0.", "fc.0."), ("fc2.", "fc.2."), ("fc4.", "fc.4.")];
 }
 
-impl<B: Backend> TabularMlp<B> {
+impl<B: EmberBackend> TabularMlp<B> {
     pub fn new(inputs: usize, init: Init, seed: u64, device: &B::Device) -> Self {
         let mut rng = crate::rng::stream(seed, "init", 0);
         Self {
-            fc0: linear(inputs, 20, true, init, &mut rng, device),
-            fc2: linear(20, 10, true, init, &mut rng, device),
-            fc4: linear(10, 1, true, init, &mut rng, device),
+            fc0: init_linear(inputs, 20, true, init, &mut rng, device),
+            fc2: init_linear(20, 10, true, init, &mut rng, device),
+            fc4: init_linear(10, 1, true, init, &mut rng, device),
         }
     }
 
@@ -44,9 +44,9 @@ impl<B: Backend> TabularMlp<B> {
 
     /// Logits `[n, 1]`.
     pub fn forward(&self, features: Tensor<B, 2>) -> Tensor<B, 2> {
-        let x = tanh(self.fc0.forward(features));
-        let x = tanh(self.fc2.forward(x));
-        self.fc4.forward(x)
+        let x = linear(features, &self.fc0, Activation::Tanh);
+        let x = linear(x, &self.fc2, Activation::Tanh);
+        linear(x, &self.fc4, Activation::Identity)
     }
 
     fn loss_and_correct(&self, batch: TableBatch<B>) -> (Tensor<B, 1>, Tensor<B, 1>) {
@@ -109,7 +109,7 @@ impl<B: Backend> Rows<B> for TableBatch<B> {
     }
 }
 
-impl<B: Backend> EmberModel<B> for TabularMlp<B> {
+impl<B: EmberBackend> EmberModel<B> for TabularMlp<B> {
     type Batch = TableBatch<B>;
 
     fn init(config: &crate::config::JobConfig, device: &B::Device) -> Self {
@@ -128,7 +128,7 @@ impl<B: Backend> EmberModel<B> for TabularMlp<B> {
     }
 }
 
-impl<B: Backend> Predict<B> for TabularMlp<B> {
+impl<B: EmberBackend> Predict<B> for TabularMlp<B> {
     fn header(&self) -> Vec<String> {
         vec!["probability".to_string(), "label".to_string()]
     }
@@ -146,7 +146,7 @@ impl<B: Backend> Predict<B> for TabularMlp<B> {
     }
 }
 
-impl<B: AutodiffBackend> TrainStep for TabularMlp<B> {
+impl<B: TrainBackend> TrainStep for TabularMlp<B> {
     type Input = TableBatch<B>;
     type Output = StepOutput<B>;
 
@@ -163,7 +163,7 @@ impl<B: AutodiffBackend> TrainStep for TabularMlp<B> {
     }
 }
 
-impl<B: Backend> InferenceStep for TabularMlp<B> {
+impl<B: EmberBackend> InferenceStep for TabularMlp<B> {
     type Input = TableBatch<B>;
     type Output = StepOutput<B>;
 

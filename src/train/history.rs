@@ -1,7 +1,7 @@
 //! The per-epoch record of a run: what `metrics.csv`, `curves.png`, `summary.json` and the
 //! checkpoint manifests are made from.
 
-use crate::error::{Result, write_atomic};
+use crate::error::{Result, write_replace};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -48,13 +48,13 @@ fn csv_rows(r: &EpochRecord) -> String {
     row("train", &r.train) + &row("valid", &r.valid)
 }
 
-/// Writes `metrics.csv` for the whole history (atomically: a reader never sees half a row).
+/// Writes `metrics.csv` for the whole history (replaced whole: a reader never sees half a row).
 pub fn write_csv(path: &Path, history: &[EpochRecord]) -> Result<()> {
     let mut text = format!("{CSV_HEADER}\n");
     for r in history {
         text.push_str(&csv_rows(r));
     }
-    write_atomic(path, text.as_bytes())
+    write_replace(path, text.as_bytes(), false)
 }
 
 /// Reads `metrics.csv` back (for `ember plot` and `ember runs`).

@@ -19,18 +19,22 @@ use crate::model::fashion::FashionMlp;
 use crate::model::linear_scalar::LinearScalar;
 use crate::model::tabular::TabularMlp;
 use crate::model::{EmberModel, StepOutput};
+use crate::ops::TrainBackend;
 use crate::run_dir::{self, RunDir};
 use burn::module::AutodiffModule;
-use burn::optim::{AdamConfig, Optimizer, SgdConfig, momentum::MomentumConfig};
-use burn::tensor::backend::AutodiffBackend;
+use burn::optim::Optimizer;
 use burn::train::{
     Learner, LearningComponentsMarker, SupervisedTraining, TrainStep, TrainingStrategy,
 };
 use history::EpochRecord;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use strategy::{EmberStrategy, RunLog};
+
+/// Checkpoints are written at most this often (and always after the last epoch): tiny epochs
+/// would otherwise spend more time on disk writes than on training.
+pub const DEFAULT_CHECKPOINT_SECONDS: f64 = 10.0;
 
 /// The command line of `ember train`, after parsing.
 #[derive(Debug, Clone)]
@@ -44,6 +48,8 @@ pub struct TrainArgs {
     pub resume: Option<PathBuf>,
     pub init_from: Option<PathBuf>,
     pub tui: bool,
+    /// Minimum seconds between checkpoints (0: every epoch).
+    pub checkpoint_every: f64,
 }
 
 /// What a finished (or stopped) run reports.
@@ -202,7 +208,7 @@ struct Trained {
 impl OnBackend for TrainTask<'_> {
     type Output = Result<Trained>;
 
-    fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<Trained> {
+    fn run<B: TrainBackend>(self, device: B::Device) -> Result<Trained> {
         match self.config.job {
             JobKind::FashionMlp => self.fit::<B, FashionMlp<B>>(device),
             JobKind::TabularMlp => self.fit::<B, TabularMlp<B>>(device),
@@ -213,20 +219,20 @@ impl OnBackend for TrainTask<'_> {
 
 /// The bounds every ember model meets in training: Burn's train step over device-cut batches
 /// with ember's step output, and an inference form that is an [`EmberModel`] itself.
-pub trait TrainableModel<B: AutodiffBackend>:
+pub trait TrainableModel<B: TrainBackend>:
     EmberModel<B>
     + TrainStep<Input = <Self as EmberModel<B>>::Batch, Output = StepOutput<B>>
     + AutodiffModule<B, InnerModule = Self::Inference>
     + core::fmt::Display
     + 'static
 {
-    type Inference: EmberModel<B::InnerBackend>;
+    type Inference: EmberModel<B::Inference>;
 }
 
 impl<B, M, I> TrainableModel<B> for M
 where
-    B: AutodiffBackend,
-    I: EmberModel<B::InnerBackend>,
+    B: TrainBackend,
+    I: EmberModel<B::Inference>,
     M: EmberModel<B>
         + TrainStep<Input = <M as EmberModel<B>>::Batch, Output = StepOutput<B>>
         + AutodiffModule<B, InnerModule = I>
@@ -237,21 +243,15 @@ where
 }
 
 impl TrainTask<'_> {
-    fn fit<B: AutodiffBackend, M: TrainableModel<B>>(self, device: B::Device) -> Result<Trained> {
+    fn fit<B: TrainBackend, M: TrainableModel<B>>(self, device: B::Device) -> Result<Trained> {
         self.console.status("uploading data to the device");
         let model = M::init(&self.config, &device);
         let train = M::batch(&self.data.train, &device);
         let valid = M::Inference::batch(&self.data.valid, &device);
+        // ember's optimizers: Burn's formulas, one fused pass per parameter (src/optim.rs).
         match self.config.optimizer {
             OptimizerSpec::Sgd { lr, momentum } => {
-                let mut sgd = SgdConfig::new();
-                if momentum > 0.0 {
-                    sgd = sgd.with_momentum(Some(
-                        MomentumConfig::new()
-                            .with_momentum(momentum)
-                            .with_dampening(0.0),
-                    ));
-                }
+                let sgd = crate::optim::Sgd { momentum };
                 self.launch(model, sgd.init(), lr, train, valid, device)
             }
             OptimizerSpec::Adam {
@@ -260,10 +260,11 @@ impl TrainTask<'_> {
                 beta2,
                 epsilon,
             } => {
-                let adam = AdamConfig::new()
-                    .with_beta_1(beta1 as f32)
-                    .with_beta_2(beta2 as f32)
-                    .with_epsilon(epsilon as f32);
+                let adam = crate::optim::Adam {
+                    beta1: beta1 as f32,
+                    beta2: beta2 as f32,
+                    epsilon: epsilon as f32,
+                };
                 self.launch(model, adam.init(), lr, train, valid, device)
             }
         }
@@ -275,11 +276,11 @@ impl TrainTask<'_> {
         optimizer: O,
         lr: f64,
         train: <M as EmberModel<B>>::Batch,
-        valid: <M::Inference as EmberModel<B::InnerBackend>>::Batch,
+        valid: <M::Inference as EmberModel<B::Inference>>::Batch,
         device: B::Device,
     ) -> Result<Trained>
     where
-        B: AutodiffBackend,
+        B: TrainBackend,
         M: TrainableModel<B>,
         O: Optimizer<M, B> + 'static,
     {
@@ -371,7 +372,7 @@ impl TrainTask<'_> {
             ));
         }
         // Validation never shuffles nor drops rows.
-        let valid_loader = DeviceLoader::<B::InnerBackend, _>::new(
+        let valid_loader = DeviceLoader::<B::Inference, _>::new(
             valid,
             device.clone(),
             config.batch_size,
@@ -391,6 +392,7 @@ impl TrainTask<'_> {
             console: self.console.clone(),
             stop: signals::StopSignal::install(),
             report_every: crate::console::tick_interval(),
+            checkpoint_every: Duration::from_secs_f64(self.args.checkpoint_every.max(0.0)),
         };
         std::fs::create_dir_all(run.file(run_dir::CHECKPOINTS))
             .map_err(|e| EmberError::write(&run.file(run_dir::CHECKPOINTS), e))?;

@@ -46,6 +46,8 @@ pub struct EmberStrategy<LC: LearningComponentsTypes> {
     pub console: crate::console::Console,
     pub stop: StopSignal,
     pub report_every: Duration,
+    /// Minimum time between two checkpoints; the last epoch and a Ctrl-C always get one.
+    pub checkpoint_every: Duration,
 }
 
 /// Saves every epoch; ember's checkpoint commit removes the older ones.
@@ -268,6 +270,7 @@ where
         learner.fork(&self.device);
         let mut history = self.log.lock().expect("run log lock").history.clone();
         let mut last_saved = None;
+        let mut last_checkpoint = Instant::now();
 
         for epoch in starting_epoch..=epochs {
             self.epoch_cell.set(epoch);
@@ -318,14 +321,19 @@ where
                 self.fail(e);
                 break;
             }
-            self.checkpoints
-                .prepare(epoch, self.config_hash.clone(), history.clone());
-            if let Some(c) = checkpointer.as_mut() {
+            let stopping = self.stop.requested() && epoch < epochs;
+            let due = last_checkpoint.elapsed() >= self.checkpoint_every;
+            if (due || epoch == epochs || stopping)
+                && let Some(c) = checkpointer.as_mut()
+            {
+                self.checkpoints
+                    .prepare(epoch, self.config_hash.clone(), history.clone());
                 c.checkpoint(&learner, epoch, &components.event_store);
                 last_saved = Some(epoch);
+                last_checkpoint = Instant::now();
             }
             self.console.line(&self.epoch_line(&record, epochs));
-            if self.stop.requested() && epoch < epochs {
+            if stopping {
                 // Dropping the checkpointer joins its writer threads: the epoch is on disk.
                 drop(checkpointer.take());
                 let saved = self.checkpoints.wait_for(epoch);

@@ -1,0 +1,155 @@
+//! Timings of the tensor operations that dominate the three jobs' steps on the CPU backend, to
+//! see where a step's time goes. `cargo bench --bench ops` (RAYON_NUM_THREADS=1 for one thread).
+
+use burn::backend::Flex;
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use burn::tensor::activation::{relu, tanh};
+use std::time::Instant;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+type B = Flex;
+
+/// Median microseconds of `f` over `reps` runs after a warm-up.
+fn time<T>(name: &str, reps: usize, mut f: impl FnMut() -> T) {
+    for _ in 0..reps / 5 + 1 {
+        std::hint::black_box(f());
+    }
+    let mut us: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(f());
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    us.sort_by(f64::total_cmp);
+    println!("{name:<48} {:>9.1} us", us[reps / 2]);
+}
+
+fn rand(shape: [usize; 2]) -> Tensor<B, 2> {
+    Tensor::random(shape, Distribution::Uniform(-1.0, 1.0), &Default::default())
+}
+
+/// A gemm of `[m, k] x [k, n]` (row-major) into `out`, split over `parts` column blocks run on
+/// rayon's pool, each block single-threaded.
+fn gemm_split(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], out: &mut [f32], parts: usize) {
+    use rayon::prelude::*;
+    let cols = n.div_ceil(parts);
+    let out_ptr = out.as_mut_ptr() as usize;
+    (0..parts).into_par_iter().for_each(|p| {
+        let c0 = p * cols;
+        let nc = cols.min(n - c0);
+        unsafe {
+            gemm::gemm(
+                m,
+                nc,
+                k,
+                (out_ptr as *mut f32).add(c0),
+                1,
+                n as isize,
+                false,
+                a.as_ptr(),
+                1,
+                k as isize,
+                b.as_ptr().add(c0),
+                1,
+                n as isize,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
+        }
+    });
+}
+
+/// The fashion-mlp step in its parts: forward, forward + backward, and the whole step with
+/// the SGD update, each timed on its own.
+fn fashion_step_parts(reps: usize) {
+    use burn::backend::Autodiff;
+    use burn::optim::{Optimizer, SgdConfig};
+    use burn::train::TrainStep;
+    use ember::model::fashion::{FashionMlp, ImageBatch};
+    type A = Autodiff<Flex>;
+    let device = Default::default();
+    let model = FashionMlp::<A>::new(ember::config::Init::Torch, 1, &device);
+    let batch = ImageBatch::<A> {
+        images: Tensor::random([64, 784], Distribution::Uniform(0.0, 1.0), &device),
+        labels: Tensor::from_data(
+            burn::tensor::TensorData::new((0..64).map(|i| (i % 10) as i64).collect::<Vec<_>>(), [64]),
+            &device,
+        ),
+    };
+    time("fashion forward", reps, || model.forward(batch.images.clone()));
+    time("fashion forward + backward (TrainStep)", reps, || {
+        TrainStep::step(&model, batch.clone())
+    });
+    let mut optim = SgdConfig::new().init::<A, FashionMlp<A>>();
+    let mut m = Some(model.clone());
+    time("fashion step: forward + backward + SGD", reps, || {
+        let model = m.take().unwrap();
+        let out = TrainStep::step(&model, batch.clone());
+        m = Some(optim.step(1e-3, model, out.grads));
+    });
+}
+
+fn main() {
+    println!("threads: {}", rayon::current_num_threads());
+    fashion_step_parts(200);
+    let x = rand([64, 784]);
+    let w1 = rand([784, 512]);
+    let w2 = rand([512, 512]);
+    let h = rand([64, 512]);
+    let g = rand([64, 512]);
+    let reps = 300;
+    // fashion-mlp forward
+    time("matmul [64,784]x[784,512]", reps, || {
+        x.clone().matmul(w1.clone())
+    });
+    time("matmul [64,512]x[512,512]", reps, || {
+        h.clone().matmul(w2.clone())
+    });
+    // fashion-mlp backward: weight gradient and input gradient
+    time("matmul x^T [784,64]x[64,512]", reps, || {
+        x.clone().transpose().matmul(g.clone())
+    });
+    time("matmul g [64,512]x w2^T [512,512]", reps, || {
+        g.clone().matmul(w2.clone().transpose())
+    });
+    time("relu [64,512]", reps, || relu(h.clone()));
+    time("sgd update [784,512]: w - g*lr", reps, || {
+        w1.clone() - w1.clone().mul_scalar(1e-3)
+    });
+    // The same first-layer product with gemm directly, whole and split by columns.
+    let xa: Vec<f32> = x.clone().into_data().to_vec().unwrap();
+    let wa: Vec<f32> = w1.clone().into_data().to_vec().unwrap();
+    let mut out = vec![0f32; 64 * 512];
+    for parts in [1, 2, 4] {
+        time(
+            &format!("gemm [64,784]x[784,512] in {parts} column blocks"),
+            reps,
+            || gemm_split(64, 784, 512, &xa, &wa, &mut out, parts),
+        );
+    }
+    // tabular-mlp
+    let t = rand([2048, 61]);
+    let tw = rand([61, 20]);
+    let th = rand([2048, 20]);
+    time("matmul [2048,61]x[61,20]", reps, || {
+        t.clone().matmul(tw.clone())
+    });
+    time("matmul t^T [61,2048]x[2048,20]", reps, || {
+        t.clone().transpose().matmul(th.clone())
+    });
+    time("burn tanh [2048,20]", reps, || tanh(th.clone()));
+    time("ember tanh [2048,20]", reps, || {
+        ember::ops::tanh(th.clone())
+    });
+    time("add [2048,20]+[1,20] (bias)", reps, || {
+        th.clone() + tw.clone().slice([0..1, 0..20])
+    });
+}

@@ -1,0 +1,273 @@
+//! `ember bench`: training speed of a job, measured two ways side by side in one process:
+//! - through Burn's Learner, exactly as `ember train` runs it (a throw-away run folder), and
+//! - as a bare step loop (forward, backward, optimizer step; no metrics, no events),
+//!
+//! so the Learner's own overhead is visible. The first epoch (warm-up: allocations, kernel
+//! compilation on CUDA) is reported apart; steps/s is the median over the following epochs.
+
+use crate::config::{JobConfig, JobKind, OptimizerSpec};
+use crate::console::{Console, Verbosity};
+use crate::data::loader::{DeviceLoader, EpochCell, Order};
+use crate::data::{self, HostData};
+use crate::device::{self, Backends, Device, DeviceRequest, OnBackend};
+use crate::error::Result;
+use crate::model::StepTotals;
+use crate::model::fashion::FashionMlp;
+use crate::model::linear_scalar::LinearScalar;
+use crate::model::tabular::TabularMlp;
+use crate::ops::TrainBackend;
+use crate::train::{TrainArgs, TrainableModel};
+use burn::data::dataloader::DataLoader;
+use burn::optim::Optimizer;
+use burn::train::TrainStep;
+use serde::Serialize;
+use std::path::Path;
+use std::time::Instant;
+
+/// Speed of one way of training.
+#[derive(Debug, Clone, Serialize)]
+pub struct Speed {
+    /// Seconds of the first (warm-up) epoch.
+    pub first_epoch_s: f64,
+    /// Median steps per second over the epochs after the first.
+    pub steps_per_s: f64,
+    /// Median milliseconds per step over the epochs after the first.
+    pub ms_per_step: f64,
+    /// Seconds of every epoch, the first included.
+    pub epoch_s: Vec<f64>,
+}
+
+/// What `ember bench` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    pub job: String,
+    pub device: String,
+    pub threads: usize,
+    pub batch_size: usize,
+    pub steps_per_epoch: usize,
+    pub epochs: usize,
+    pub learner: Speed,
+    pub bare: Speed,
+    /// `ember train`'s wall time from start to summary, over steps / (steady steps/s).
+    pub wall_over_steps: f64,
+    /// The run's final validation loss and accuracy, so a speed comes with its accuracy.
+    pub final_valid_loss: f64,
+    pub final_valid_accuracy: Option<f64>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+fn speed(epoch_s: Vec<f64>, steps: usize) -> Speed {
+    let steady = median(epoch_s.iter().skip(1).copied().collect());
+    Speed {
+        first_epoch_s: epoch_s.first().copied().unwrap_or(f64::NAN),
+        steps_per_s: steps as f64 / steady,
+        ms_per_step: 1000.0 * steady / steps as f64,
+        epoch_s,
+    }
+}
+
+/// Runs the benchmark of `config_path` for `epochs` epochs (at least 2).
+pub fn run<D: Backends>(
+    config_path: &Path,
+    request: DeviceRequest,
+    epochs: usize,
+    max_train_rows: Option<usize>,
+) -> Result<BenchReport> {
+    let epochs = epochs.max(2);
+    let config = crate::config::load(config_path)?;
+    let device = device::choose(request)?;
+    let scratch = std::env::temp_dir().join(format!("ember-bench-{}", std::process::id()));
+    std::fs::remove_dir_all(&scratch).ok();
+
+    // Through the Learner, as `ember train` does it, timed from start to summary.
+    let started = Instant::now();
+    let args = TrainArgs {
+        device: request,
+        epochs: Some(epochs),
+        seed: None,
+        out: Some(scratch.clone()),
+        max_train_rows,
+        max_valid_rows: None,
+        resume: None,
+        init_from: None,
+        tui: false,
+        checkpoint_every: crate::train::DEFAULT_CHECKPOINT_SECONDS,
+    };
+    let report = crate::train::run::<D>(Some(config_path), &args, &Console::new(Verbosity::Quiet));
+    let wall = started.elapsed().as_secs_f64();
+    std::fs::remove_dir_all(&scratch).ok();
+    let report = report?;
+    if let Some(e) = report.failure {
+        return Err(e);
+    }
+    let steps = report.history[0].train.steps;
+    let learner = speed(
+        report.history.iter().map(|e| e.train.seconds).collect(),
+        steps,
+    );
+    let last = report.history.last().expect("a finished run has epochs");
+
+    // The bare loop on the same data and model.
+    let mut config = config;
+    config.epochs = epochs;
+    config.max_train_rows = max_train_rows.or(config.max_train_rows);
+    let data = data::load_limited(&config)?;
+    let bare_epochs = D::dispatch(
+        device,
+        BareLoop {
+            config: &config,
+            data: &data,
+        },
+    );
+    let bare = speed(bare_epochs, steps);
+
+    Ok(BenchReport {
+        job: config.job.name().to_string(),
+        device: device.to_string(),
+        threads: if device == Device::Cpu {
+            rayon::current_num_threads()
+        } else {
+            0
+        },
+        batch_size: config.batch_size,
+        steps_per_epoch: steps,
+        epochs,
+        wall_over_steps: wall / ((epochs * steps) as f64 / learner.steps_per_s),
+        learner,
+        bare,
+        final_valid_loss: last.valid.loss,
+        final_valid_accuracy: last.valid.accuracy,
+    })
+}
+
+impl BenchReport {
+    /// A few lines for people.
+    pub fn text(&self) -> String {
+        let line = |name: &str, s: &Speed| {
+            format!(
+                "  {name:<8} first epoch {:.3} s, then {:.1} steps/s ({:.3} ms/step, median of {} epochs)",
+                s.first_epoch_s,
+                s.steps_per_s,
+                s.ms_per_step,
+                s.epoch_s.len().saturating_sub(1)
+            )
+        };
+        let acc = self
+            .final_valid_accuracy
+            .map(|a| format!(", valid accuracy {:.2} %", 100.0 * a))
+            .unwrap_or_default();
+        format!(
+            "{} on {}{}, batch {}, {} steps/epoch, {} epochs\n{}\n{}\n  learner/bare {:.2}; train wall time / (steps / steps/s) {:.2}; valid loss {:.4}{acc}",
+            self.job,
+            self.device,
+            if self.threads > 0 {
+                format!(" ({} threads)", self.threads)
+            } else {
+                String::new()
+            },
+            self.batch_size,
+            self.steps_per_epoch,
+            self.epochs,
+            line("learner", &self.learner),
+            line("bare", &self.bare),
+            self.learner.steps_per_s / self.bare.steps_per_s,
+            self.wall_over_steps,
+            self.final_valid_loss,
+        )
+    }
+}
+
+struct BareLoop<'a> {
+    config: &'a JobConfig,
+    data: &'a HostData,
+}
+
+impl OnBackend for BareLoop<'_> {
+    type Output = Vec<f64>;
+
+    fn run<B: TrainBackend>(self, device: B::Device) -> Vec<f64> {
+        match self.config.job {
+            JobKind::FashionMlp => self.with_model::<B, FashionMlp<B>>(device),
+            JobKind::TabularMlp => self.with_model::<B, TabularMlp<B>>(device),
+            JobKind::LinearScalar => self.with_model::<B, LinearScalar<B>>(device),
+        }
+    }
+}
+
+impl BareLoop<'_> {
+    fn with_model<B: TrainBackend, M: TrainableModel<B>>(self, device: B::Device) -> Vec<f64> {
+        let model = M::init(self.config, &device);
+        // ember's optimizers: Burn's formulas, one fused pass per parameter (src/optim.rs).
+        match self.config.optimizer {
+            OptimizerSpec::Sgd { lr, momentum } => {
+                let sgd = crate::optim::Sgd { momentum };
+                self.time(model, sgd.init(), lr, device)
+            }
+            OptimizerSpec::Adam {
+                lr,
+                beta1,
+                beta2,
+                epsilon,
+            } => {
+                let adam = crate::optim::Adam {
+                    beta1: beta1 as f32,
+                    beta2: beta2 as f32,
+                    epsilon: epsilon as f32,
+                };
+                self.time(model, adam.init(), lr, device)
+            }
+        }
+    }
+
+    fn time<B: TrainBackend, M: TrainableModel<B>, O: Optimizer<M, B>>(
+        self,
+        mut model: M,
+        mut optim: O,
+        lr: f64,
+        device: B::Device,
+    ) -> Vec<f64> {
+        let c = self.config;
+        let order = if c.shuffle {
+            Order::Shuffled { seed: c.seed }
+        } else {
+            Order::Sequential
+        };
+        let epoch = EpochCell::default();
+        let loader = DeviceLoader::<B, _>::new(
+            M::batch(&self.data.train, &device),
+            device.clone(),
+            c.batch_size,
+            c.drop_last,
+            order,
+            epoch.clone(),
+        );
+        let mut times = Vec::new();
+        for e in 1..=c.epochs {
+            epoch.set(e);
+            let started = Instant::now();
+            let mut totals = StepTotals::<B>::new();
+            let mut iter = loader.iter();
+            while let Some(batch) = iter.next() {
+                let out = TrainStep::step(&model, batch);
+                totals.add(out.item);
+                model = optim.step(lr, model, out.grads);
+            }
+            // One read per epoch, as the Learner path does, so both wait for the device.
+            let _ = totals.read();
+            times.push(started.elapsed().as_secs_f64());
+        }
+        times
+    }
+}

@@ -1,0 +1,102 @@
+//! ember's operations on Burn's autodiff backend: each forward records its own backward.
+
+use super::{Activation, EmberBackend};
+use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, unary};
+use burn::tensor::ops::FloatTensor;
+
+impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        act: Activation,
+    ) -> FloatTensor<Self> {
+        /// Keeps the input, the weight and the output; the backward computes all three
+        /// gradients in one call of the inner backend.
+        #[derive(Debug)]
+        struct LinearBackward;
+
+        impl<B: EmberBackend> Backward<B, 3> for LinearBackward {
+            #[allow(clippy::type_complexity)]
+            type State = (
+                B::FloatTensorPrimitive,
+                B::FloatTensorPrimitive,
+                B::FloatTensorPrimitive,
+                Activation,
+            );
+
+            fn backward(
+                self,
+                ops: Ops<Self::State, 3>,
+                grads: &mut Gradients,
+                _: &mut Checkpointer,
+            ) {
+                let [node_x, node_w, node_b] = ops.parents;
+                let grad = grads.consume::<B>(&ops.node);
+                let (x, w, y, act) = ops.state;
+                let g = B::fused_linear_backward(x, w, y, grad, act, node_x.is_some());
+                if let (Some(node), Some(dx)) = (node_x, g.dx) {
+                    grads.register::<B>(node.id, dx);
+                }
+                if let Some(node) = node_w {
+                    grads.register::<B>(node.id, g.dw);
+                }
+                if let Some(node) = node_b {
+                    grads.register::<B>(node.id, g.db);
+                }
+            }
+        }
+
+        match LinearBackward
+            .prepare::<C>([x.node.clone(), w.node.clone(), b.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let y = B::fused_linear(x.primitive.clone(), w.primitive.clone(), b.primitive, act);
+                prep.finish((x.primitive, w.primitive, y.clone(), act), y)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(B::fused_linear(x.primitive, w.primitive, b.primitive, act))
+            }
+        }
+    }
+
+    fn tanh(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        /// Keeps the forward output: the gradient is `grad * (1 - y^2)`, one pass, no recompute.
+        #[derive(Debug)]
+        struct TanhBackward;
+
+        impl<B: EmberBackend> Backward<B, 1> for TanhBackward {
+            type State = B::FloatTensorPrimitive;
+
+            fn backward(
+                self,
+                ops: Ops<Self::State, 1>,
+                grads: &mut Gradients,
+                _: &mut Checkpointer,
+            ) {
+                let y = ops.state;
+                unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+                    B::tanh_backward(y, grad)
+                });
+            }
+        }
+
+        match TanhBackward
+            .prepare::<C>([x.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let y = B::tanh(x.primitive);
+                prep.finish(y.clone(), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::tanh(x.primitive)),
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! CPU kernels for ember's operations on Burn's flex backend: plain loops over `f32` slices that
+//! the compiler vectorises, compiled a second time for AVX2+FMA and picked at run time, so the
+//! binary still runs on any x86-64; and the linear layer, on the `gemm` crate Burn's CPU backend
+//! multiplies with.
+
+use burn::backend::flex::FlexTensor;
+use burn::tensor::DType;
+
+/// A contiguous, uniquely owned copy (or the tensor itself, when it already is one).
+fn owned_contiguous(x: FlexTensor) -> FlexTensor {
+    let layout = x.layout();
+    if x.is_unique() && layout.is_contiguous() && layout.start_offset() == 0 {
+        x
+    } else {
+        let c = x.to_contiguous();
+        if c.is_unique() {
+            c
+        } else {
+            // `to_contiguous` may hand back shared storage; copy it out.
+            let values = c.storage::<f32>()[..c.layout().num_elements()].to_vec();
+            let shape = c.layout().shape().clone();
+            FlexTensor::from_data(burn::tensor::TensorData::new(values, shape))
+        }
+    }
+}
+
+/// Applies `f` to the elements of `x` in place (on a private copy when `x` is shared).
+pub fn map_f32(x: FlexTensor, f: impl Fn(&mut [f32])) -> FlexTensor {
+    assert_eq!(
+        x.dtype(),
+        DType::F32,
+        "ember's CPU kernels take f32 tensors"
+    );
+    let mut x = owned_contiguous(x);
+    let n = x.layout().num_elements();
+    f(&mut x.storage_mut::<f32>()[..n]);
+    x
+}
+
+/// `f(a, b)` element-wise into `a`'s storage; both tensors have the same shape.
+pub fn zip_f32(a: FlexTensor, b: FlexTensor, f: impl Fn(&mut [f32], &[f32])) -> FlexTensor {
+    assert_eq!(a.layout().shape(), b.layout().shape(), "shapes differ");
+    let b = if b.layout().is_contiguous() && b.layout().start_offset() == 0 {
+        b
+    } else {
+        b.to_contiguous()
+    };
+    let mut a = owned_contiguous(a);
+    let n = a.layout().num_elements();
+    f(&mut a.storage_mut::<f32>()[..n], &b.storage::<f32>()[..n]);
+    a
+}
+
+/// Runs `body` compiled for AVX2+FMA when the processor has them, else for the baseline.
+macro_rules! dispatch {
+    ($name:ident, $generic:ident, ($($arg:ident: $ty:ty),*)) => {
+        pub fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                fn fast($($arg: $ty),*) {
+                    $generic::<true>($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: the processor supports the features `fast` is compiled for.
+                    return unsafe { fast($($arg),*) };
+                }
+            }
+            $generic::<false>($($arg),*)
+        }
+    };
+}
+
+/// `a * b + c`, fused where the build has FMA (the AVX2 kernels), else a multiply and an add
+/// (a software `fmaf` call would be far slower).
+#[inline(always)]
+fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA { a.mul_add(b, c) } else { a * b + c }
+}
+
+/// tanh of one value: Eigen's rational approximation (the one TensorFlow and XLA use on the
+/// CPU), a degree-13 odd numerator over a degree-6 even denominator on [-7.9, 7.9], accurate to
+/// a few ulp; beyond that range tanh is ±1 in f32.
+#[inline(always)]
+fn tanh_one<const FMA: bool>(a: f32) -> f32 {
+    let x = a.clamp(-7.905_311, 7.905_311);
+    let x2 = x * x;
+    let mut p = madd::<FMA>(x2, -2.760_768_5e-16, 2.000_187_9e-13);
+    p = madd::<FMA>(x2, p, -8.604_671_5e-11);
+    p = madd::<FMA>(x2, p, 5.122_297e-8);
+    p = madd::<FMA>(x2, p, 1.485_722_4e-5);
+    p = madd::<FMA>(x2, p, 6.372_619_3e-4);
+    p = madd::<FMA>(x2, p, 4.893_524_6e-3);
+    p *= x;
+    let mut q = madd::<FMA>(x2, 1.198_258_4e-6, 1.185_347_1e-4);
+    q = madd::<FMA>(x2, q, 2.268_434_6e-3);
+    q = madd::<FMA>(x2, q, 4.893_525e-3);
+    // Tiny inputs: tanh(x) = x to f32 precision (keeps -0.0 and subnormals exact); past 9 it is
+    // ±1 in f32. Selects, not branches, so the loop vectorises. NaN passes through unchanged.
+    let r = if a.abs() < 0.0004 { a } else { p / q };
+    if a.abs() > 9.0 { 1f32.copysign(a) } else { r }
+}
+
+#[inline(always)]
+fn tanh_generic<const FMA: bool>(values: &mut [f32]) {
+    for v in values.iter_mut() {
+        *v = tanh_one::<FMA>(*v);
+    }
+}
+
+#[inline(always)]
+fn tanh_grad_generic<const FMA: bool>(grad: &mut [f32], y: &[f32]) {
+    for (g, y) in grad.iter_mut().zip(y) {
+        *g *= 1.0 - y * y;
+    }
+}
+
+dispatch!(tanh_slice, tanh_generic, (values: &mut [f32]));
+dispatch!(tanh_grad_slice, tanh_grad_generic, (grad: &mut [f32], y: &[f32]));
+
+#[inline(always)]
+fn relu_generic<const FMA: bool>(values: &mut [f32]) {
+    for v in values.iter_mut() {
+        // Not `max`: NaN must stay NaN, or the NaN guard would never see a diverged run.
+        if *v < 0.0 {
+            *v = 0.0;
+        }
+    }
+}
+
+#[inline(always)]
+fn relu_grad_generic<const FMA: bool>(grad: &mut [f32], y: &[f32]) {
+    for (g, y) in grad.iter_mut().zip(y) {
+        if *y <= 0.0 {
+            *g = 0.0;
+        }
+    }
+}
+
+#[inline(always)]
+fn column_sums_generic<const FMA: bool>(sums: &mut [f32], rows: &[f32]) {
+    for row in rows.chunks_exact(sums.len()) {
+        for (s, v) in sums.iter_mut().zip(row) {
+            *s += v;
+        }
+    }
+}
+
+/// `g <- w - lr * g`: the SGD update, written over the gradient.
+#[inline(always)]
+fn sgd_generic<const FMA: bool>(g: &mut [f32], w: &[f32], lr: f32) {
+    for (g, w) in g.iter_mut().zip(w) {
+        *g = w - lr * *g;
+    }
+}
+
+/// The Adam update in one pass: moments in place, new weights written over the gradient.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn adam_generic<const FMA: bool>(
+    g: &mut [f32],
+    w: &[f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    beta1: f32,
+    beta2: f32,
+    factor: f32,
+    eps: f32,
+    lr: f32,
+) {
+    let n = g.len();
+    let (w, m, v) = (&w[..n], &mut m[..n], &mut v[..n]);
+    for i in 0..n {
+        let gi = g[i];
+        // The operation order of Burn's Adam, so both round alike.
+        m[i] = m[i] * beta1 + gi * (1.0 - beta1);
+        v[i] = v[i] * beta2 + gi * gi * (1.0 - beta2);
+        let update = m[i] * factor / (v[i].sqrt() + eps);
+        g[i] = w[i] - update * lr;
+    }
+}
+
+dispatch!(sgd_slice, sgd_generic, (g: &mut [f32], w: &[f32], lr: f32));
+#[rustfmt::skip]
+dispatch!(adam_slice, adam_generic, (g: &mut [f32], w: &[f32], m: &mut [f32], v: &mut [f32], beta1: f32, beta2: f32, factor: f32, eps: f32, lr: f32));
+dispatch!(relu_slice, relu_generic, (values: &mut [f32]));
+dispatch!(relu_grad_slice, relu_grad_generic, (grad: &mut [f32], y: &[f32]));
+dispatch!(column_sums, column_sums_generic, (sums: &mut [f32], rows: &[f32]));
+
+/// Rows and columns of a 2-d tensor.
+fn dims(t: &FlexTensor) -> (usize, usize) {
+    let s = t.layout().shape();
+    assert_eq!(s.num_dims(), 2, "ember's linear takes 2-d tensors");
+    (s[0], s[1])
+}
+
+/// (row stride, column stride) in elements, and the first element.
+fn view(t: &FlexTensor) -> (*const f32, isize, isize) {
+    let strides = t.layout().strides();
+    let base = t.storage::<f32>().as_ptr();
+    // SAFETY: the layout's offset lies inside the tensor's storage.
+    let ptr = unsafe { base.add(t.layout().start_offset()) };
+    (ptr, strides[0], strides[1])
+}
+
+/// The work above which a product is split across the pool (Burn's own threshold).
+const PARALLEL_WORK: usize = 192 * 192 * 192;
+
+/// `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]`, with `dst` row-major.
+///
+/// # Safety
+/// `dst` holds `m * n` writable elements (initialised when `keep`); `lhs` and `rhs` address
+/// `m x k` and `k x n` elements through their strides.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_into(
+    dst: *mut f32,
+    (m, n, k): (usize, usize, usize),
+    keep: bool,
+    (lhs, lhs_rs, lhs_cs): (*const f32, isize, isize),
+    (rhs, rhs_rs, rhs_cs): (*const f32, isize, isize),
+) {
+    let parallelism = if m * n * k >= PARALLEL_WORK && rayon::current_num_threads() > 1 {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            n as isize,
+            keep,
+            lhs,
+            lhs_cs,
+            lhs_rs,
+            rhs,
+            rhs_cs,
+            rhs_rs,
+            if keep { 1.0 } else { 0.0 },
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+/// A matrix product into a fresh buffer that the product overwrites whole.
+fn product(
+    (m, n, k): (usize, usize, usize),
+    lhs: (*const f32, isize, isize),
+    rhs: (*const f32, isize, isize),
+) -> Vec<f32> {
+    let mut out: Vec<f32> = Vec::with_capacity(m * n);
+    // SAFETY: `out` has room for m * n elements, which gemm writes without reading (keep is
+    // false), so every element is initialised before `set_len`; lhs and rhs come from `view`.
+    unsafe {
+        gemm_into(out.as_mut_ptr(), (m, n, k), false, lhs, rhs);
+        out.set_len(m * n);
+    }
+    out
+}
+
+fn tensor(values: Vec<f32>, rows: usize, cols: usize) -> FlexTensor {
+    FlexTensor::from_data(burn::tensor::TensorData::new(values, [rows, cols]))
+}
+
+/// `act(x · w + b)`: the bias is written into the output first and the product accumulated onto
+/// it, then the activation is applied in place.
+pub fn linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: super::Activation) -> FlexTensor {
+    for t in [&x, &w, &b] {
+        assert_eq!(
+            t.dtype(),
+            DType::F32,
+            "ember's CPU kernels take f32 tensors"
+        );
+    }
+    let (m, k) = dims(&x);
+    let (k2, n) = dims(&w);
+    assert_eq!(k, k2, "linear: x has {k} columns but w has {k2} rows");
+    let b = if b.layout().is_contiguous() {
+        b
+    } else {
+        b.to_contiguous()
+    };
+    let bias = &b.storage::<f32>()[b.layout().start_offset()..][..n];
+    let mut out: Vec<f32> = Vec::with_capacity(m * n);
+    for _ in 0..m {
+        out.extend_from_slice(bias);
+    }
+    // SAFETY: `out` holds m * n initialised elements; x and w are viewed through their layouts.
+    unsafe { gemm_into(out.as_mut_ptr(), (m, n, k), true, view(&x), view(&w)) };
+    match act {
+        super::Activation::Identity => {}
+        super::Activation::Relu => relu_slice(&mut out),
+        super::Activation::Tanh => tanh_slice(&mut out),
+    }
+    tensor(out, m, n)
+}
+
+/// The gradients of [`linear`] from its inputs, its output `y` and the output's gradient.
+pub fn linear_backward(
+    x: FlexTensor,
+    w: FlexTensor,
+    y: FlexTensor,
+    grad: FlexTensor,
+    act: super::Activation,
+    need_dx: bool,
+) -> super::LinearGrads<burn::backend::Flex> {
+    let (m, n) = dims(&grad);
+    let (_, k) = dims(&x);
+    // The gradient before the activation, in the incoming gradient's buffer when possible.
+    let dz = match act {
+        super::Activation::Identity => owned_contiguous(grad),
+        super::Activation::Relu => zip_f32(grad, y, relu_grad_slice),
+        super::Activation::Tanh => zip_f32(grad, y, tanh_grad_slice),
+    };
+    let dz_values = &dz.storage::<f32>()[..m * n];
+    let mut db = vec![0f32; n];
+    column_sums(&mut db, dz_values);
+    let dz_view = (dz_values.as_ptr(), n as isize, 1);
+    // dw [k, n] = xᵀ [k, m] · dz [m, n]: xᵀ is x's view with its strides swapped.
+    let (xp, x_rs, x_cs) = view(&x);
+    let dw = product((k, n, m), (xp, x_cs, x_rs), dz_view);
+    // dx [m, k] = dz [m, n] · wᵀ [n, k].
+    let dx = need_dx.then(|| {
+        let (wp, w_rs, w_cs) = view(&w);
+        tensor(product((m, k, n), dz_view, (wp, w_cs, w_rs)), m, k)
+    });
+    super::LinearGrads {
+        dx,
+        dw: tensor(dw, k, n),
+        db: FlexTensor::from_data(burn::tensor::TensorData::new(db, [n])),
+    }
+}
+
+/// One Adam step; see [`adam_generic`].
+pub fn adam(
+    w: FlexTensor,
+    g: FlexTensor,
+    m: FlexTensor,
+    v: FlexTensor,
+    s: super::AdamStep,
+) -> (FlexTensor, FlexTensor, FlexTensor) {
+    let w = if w.layout().is_contiguous() && w.layout().start_offset() == 0 {
+        w
+    } else {
+        w.to_contiguous()
+    };
+    let (mut out, mut m, mut v) = (owned_contiguous(g), owned_contiguous(m), owned_contiguous(v));
+    let n = out.layout().num_elements();
+    let (factor, eps) = s.corrections();
+    adam_slice(
+        &mut out.storage_mut::<f32>()[..n],
+        &w.storage::<f32>()[..n],
+        &mut m.storage_mut::<f32>()[..n],
+        &mut v.storage_mut::<f32>()[..n],
+        s.beta1,
+        s.beta2,
+        factor,
+        eps,
+        s.lr,
+    );
+    (out, m, v)
+}

@@ -1,0 +1,226 @@
+//! ember's optimizers: SGD (with optional momentum) and Adam, as Burn `SimpleOptimizer`s (so
+//! Burn's `OptimizerAdaptor` and the Learner drive them, and their state goes into Burn
+//! records), whose update is one fused pass per parameter through [`EmberBackend`] instead of
+//! Burn's chain of a dozen tensor operations. Same formulas as PyTorch's `SGD` and `Adam`
+//! (and Burn's): a test checks them against Burn's optimizers.
+
+use crate::ops::EmberBackend;
+use burn::module::AutodiffModule;
+use burn::optim::SimpleOptimizer;
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::prelude::*;
+use burn::record::Record;
+use burn::tensor::TensorPrimitive;
+use burn::tensor::backend::AutodiffBackend;
+
+fn prim<B: Backend, const D: usize>(t: Tensor<B, D>) -> burn::tensor::ops::FloatTensor<B> {
+    t.into_primitive().tensor()
+}
+
+fn tensor<B: Backend, const D: usize>(p: burn::tensor::ops::FloatTensor<B>) -> Tensor<B, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(p))
+}
+
+/// SGD: `w -= lr * g`, or with momentum `v = momentum * v + g; w -= lr * v`.
+#[derive(Clone, Debug)]
+pub struct Sgd {
+    pub momentum: f64,
+}
+
+/// SGD's state: the velocity, when momentum is on.
+#[derive(Record, Clone, Debug)]
+pub struct SgdState<B: Backend, const D: usize> {
+    pub velocity: Tensor<B, D>,
+}
+
+impl<B: EmberBackend> SimpleOptimizer<B> for Sgd {
+    type State<const D: usize> = SgdState<B, D>;
+
+    fn step<const D: usize>(
+        &self,
+        lr: f64,
+        tensor: Tensor<B, D>,
+        grad: Tensor<B, D>,
+        state: Option<Self::State<D>>,
+    ) -> (Tensor<B, D>, Option<Self::State<D>>) {
+        if self.momentum == 0.0 {
+            let w = B::sgd_step(prim(tensor), prim(grad), lr as f32);
+            return (self::tensor(w), None);
+        }
+        // The first step starts the velocity at the gradient, as PyTorch does.
+        let velocity = match state {
+            Some(s) => s.velocity.mul_scalar(self.momentum) + grad,
+            None => grad,
+        };
+        let w = B::sgd_step(prim(tensor), prim(velocity.clone()), lr as f32);
+        (self::tensor(w), Some(SgdState { velocity }))
+    }
+
+    fn to_device<const D: usize>(state: Self::State<D>, device: &B::Device) -> Self::State<D> {
+        SgdState {
+            velocity: state.velocity.to_device(device),
+        }
+    }
+}
+
+impl Sgd {
+    pub fn init<B: AutodiffBackend, M: AutodiffModule<B>>(self) -> OptimizerAdaptor<Sgd, M, B>
+    where
+        B::InnerBackend: EmberBackend,
+    {
+        OptimizerAdaptor::from(self)
+    }
+}
+
+/// Adam with PyTorch's update (bias-corrected moments, `eps` added to `sqrt(v_hat)`).
+#[derive(Clone, Debug)]
+pub struct Adam {
+    pub beta1: f32,
+    pub beta2: f32,
+    pub epsilon: f32,
+}
+
+/// Adam's state: the step count and the two moments.
+#[derive(Record, Clone, Debug)]
+pub struct AdamState<B: Backend, const D: usize> {
+    pub time: usize,
+    pub moment_1: Tensor<B, D>,
+    pub moment_2: Tensor<B, D>,
+}
+
+impl<B: EmberBackend> SimpleOptimizer<B> for Adam {
+    type State<const D: usize> = AdamState<B, D>;
+
+    fn step<const D: usize>(
+        &self,
+        lr: f64,
+        tensor: Tensor<B, D>,
+        grad: Tensor<B, D>,
+        state: Option<Self::State<D>>,
+    ) -> (Tensor<B, D>, Option<Self::State<D>>) {
+        let (time, m, v) = match state {
+            Some(s) => (s.time + 1, s.moment_1, s.moment_2),
+            None => (1, grad.zeros_like(), grad.zeros_like()),
+        };
+        let step = crate::ops::AdamStep {
+            lr: lr as f32,
+            beta1: self.beta1,
+            beta2: self.beta2,
+            epsilon: self.epsilon,
+            time,
+        };
+        let (w, m, v) = B::adam_step(prim(tensor), prim(grad), prim(m), prim(v), step);
+        (
+            self::tensor(w),
+            Some(AdamState {
+                time,
+                moment_1: self::tensor(m),
+                moment_2: self::tensor(v),
+            }),
+        )
+    }
+
+    fn to_device<const D: usize>(state: Self::State<D>, device: &B::Device) -> Self::State<D> {
+        AdamState {
+            time: state.time,
+            moment_1: state.moment_1.to_device(device),
+            moment_2: state.moment_2.to_device(device),
+        }
+    }
+}
+
+impl Adam {
+    pub fn init<B: AutodiffBackend, M: AutodiffModule<B>>(self) -> OptimizerAdaptor<Adam, M, B>
+    where
+        B::InnerBackend: EmberBackend,
+    {
+        OptimizerAdaptor::from(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::{Autodiff, Flex};
+    use burn::nn::{Linear, LinearConfig};
+    use burn::optim::{GradientsParams, Optimizer};
+    use burn::tensor::{Distribution, Tolerance};
+
+    type A = Autodiff<Flex>;
+
+    /// Five steps of each optimizer against Burn's, on the same layer and batches.
+    fn same_as_burn<O1: Optimizer<Linear<A>, A>, O2: Optimizer<Linear<A>, A>>(
+        mut ours: O1,
+        mut burns: O2,
+        lr: f64,
+    ) {
+        let device = Default::default();
+        let mut a = LinearConfig::new(13, 7).init::<A>(&device);
+        // A separate copy with parameters of its own (a clone would share autodiff nodes).
+        let copy = |p: &burn::module::Param<Tensor<A, 2>>| {
+            burn::module::Param::from_data(p.val().into_data(), &device)
+        };
+        let mut b = Linear {
+            weight: copy(&a.weight),
+            bias: a
+                .bias
+                .as_ref()
+                .map(|p| burn::module::Param::from_data(p.val().into_data(), &device)),
+        };
+        for _ in 0..5 {
+            let x = Tensor::<A, 2>::random([9, 13], Distribution::Normal(0.0, 1.0), &device);
+            let ga = GradientsParams::from_grads(a.forward(x.clone()).powf_scalar(2.0).sum().backward(), &a);
+            let gb = GradientsParams::from_grads(b.forward(x).powf_scalar(2.0).sum().backward(), &b);
+            a = ours.step(lr, a, ga);
+            b = burns.step(lr, b, gb);
+        }
+        a.weight
+            .val()
+            .into_data()
+            .assert_approx_eq::<f32>(&b.weight.val().into_data(), Tolerance::absolute(1e-5));
+        a.bias
+            .unwrap()
+            .val()
+            .into_data()
+            .assert_approx_eq::<f32>(&b.bias.unwrap().val().into_data(), Tolerance::absolute(1e-5));
+    }
+
+    #[test]
+    fn sgd_matches_burns() {
+        same_as_burn(
+            Sgd { momentum: 0.0 }.init::<A, Linear<A>>(),
+            burn::optim::SgdConfig::new().init::<A, Linear<A>>(),
+            0.05,
+        );
+    }
+
+    #[test]
+    fn sgd_with_momentum_matches_burns() {
+        let momentum = burn::optim::momentum::MomentumConfig::new()
+            .with_momentum(0.9)
+            .with_dampening(0.0);
+        same_as_burn(
+            Sgd { momentum: 0.9 }.init::<A, Linear<A>>(),
+            burn::optim::SgdConfig::new()
+                .with_momentum(Some(momentum))
+                .init::<A, Linear<A>>(),
+            0.05,
+        );
+    }
+
+    #[test]
+    fn adam_matches_burns() {
+        same_as_burn(
+            Adam {
+                beta1: 0.9,
+                beta2: 0.999,
+                epsilon: 1e-8,
+            }
+            .init::<A, Linear<A>>(),
+            burn::optim::AdamConfig::new()
+                .with_epsilon(1e-8)
+                .init::<A, Linear<A>>(),
+            0.01,
+        );
+    }
+}
