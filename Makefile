@@ -1,8 +1,11 @@
 # ember: a newcomer needs two targets, `make train` and `make test`.
 CARGO ?= cargo
 EMBER := target/release/ember
+# Recorded in every run's summary.json. Set for every cargo command alike, so that the build of
+# `make train` and the one of `make test` stay the same build.
+export EMBER_GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 
-.PHONY: data build train test lint bench bench-peers clean
+.PHONY: data build train test lint bench bench-ops bench-peers gpu-pack gpu-check clean
 
 data:        ## FashionMNIST in datasets/fashion-mnist or Debian's /usr/share/datasets/fashion-mnist
 	scripts/get-data.sh
@@ -20,5 +23,20 @@ lint:        ## formatting and clippy
 	$(CARGO) fmt --check
 	$(CARGO) clippy --release --all-targets -- -D warnings
 
+bench: data build   ## `ember bench` of each job on the best device: Learner vs bare loop
+	for job in fashion-mlp tabular-mlp linear-scalar; do $(EMBER) bench configs/$$job.toml || exit 1; done
+
+bench-ops:   ## micro-benchmarks of the CPU kernels (benches/ops.rs)
+	$(CARGO) bench --bench ops
+
+bench-peers: data build   ## ember against PyTorch, Keras and JAX side by side -> BENCHMARKS.md
+	scripts/bench-peers.sh
+
+gpu-pack:    ## what scripts/gpu-check.sh needs on a GPU machine (binary + data, < 64 MiB)
+	scripts/gpu-check.sh --pack
+
+gpu-check:   ## the CUDA checks and benchmarks (on a GPU machine; --dry-run elsewhere)
+	scripts/gpu-check.sh
+
 clean:
-	rm -rf runs bench-out
+	rm -rf runs bench-out gpu-out gpu-bundle

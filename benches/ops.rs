@@ -80,11 +80,16 @@ fn fashion_step_parts(reps: usize) {
     let batch = ImageBatch::<A> {
         images: Tensor::random([64, 784], Distribution::Uniform(0.0, 1.0), &device),
         labels: Tensor::from_data(
-            burn::tensor::TensorData::new((0..64).map(|i| (i % 10) as i64).collect::<Vec<_>>(), [64]),
+            burn::tensor::TensorData::new(
+                (0..64).map(|i| (i % 10) as i64).collect::<Vec<_>>(),
+                [64],
+            ),
             &device,
         ),
     };
-    time("fashion forward", reps, || model.forward(batch.images.clone()));
+    time("fashion forward", reps, || {
+        model.forward(batch.images.clone())
+    });
     time("fashion forward + backward (TrainStep)", reps, || {
         TrainStep::step(&model, batch.clone())
     });

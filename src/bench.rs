@@ -258,8 +258,7 @@ impl BareLoop<'_> {
             epoch.set(e);
             let started = Instant::now();
             let mut totals = StepTotals::<B>::new();
-            let mut iter = loader.iter();
-            while let Some(batch) = iter.next() {
+            for batch in loader.iter() {
                 let out = TrainStep::step(&model, batch);
                 totals.add(out.item);
                 model = optim.step(lr, model, out.grads);

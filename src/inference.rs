@@ -201,8 +201,7 @@ pub fn evaluate<B: EmberBackend, M: EmberModel<B>>(
         EpochCell::default(),
     );
     let mut totals = StepTotals::<B>::new();
-    let mut iter = loader.iter();
-    while let Some(batch) = iter.next() {
+    for batch in loader.iter() {
         totals.add(burn::train::InferenceStep::step(model, batch));
     }
     totals.read()

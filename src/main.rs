@@ -80,8 +80,10 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
         /// A checkpoint of the run instead of its final model.
+        /// A checkpoint of the run instead of its final model.
         #[arg(long)]
         epoch: Option<usize>,
+        /// auto, cpu, cuda or cuda:N.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
     },
@@ -96,10 +98,13 @@ enum Command {
         /// Where to write the CSV (default: stdout).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// The resolved config of the model's run (when the model file has none beside it).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// A checkpoint of the run instead of its final model.
         #[arg(long)]
         epoch: Option<usize>,
+        /// auto, cpu, cuda or cuda:N.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
     },
@@ -107,6 +112,7 @@ enum Command {
     Export {
         /// A run folder, or a model file with a config.toml beside it.
         model: PathBuf,
+        /// safetensors (for PyTorch and others) or Burn's own record (.mpk).
         #[arg(long, value_enum, default_value = "safetensors")]
         format: ember::inference::ExportFormat,
         /// safetensors only: PyTorch's names and [out, in] weights, or Burn's.
@@ -115,6 +121,7 @@ enum Command {
         /// Output file (default: model-export.safetensors / .mpk in the run folder).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// The resolved config of the model's run (when the model file has none beside it).
         #[arg(long)]
         config: Option<PathBuf>,
         /// Export this epoch's checkpoint instead of the final model.
@@ -132,11 +139,15 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// List the runs under a folder (default: runs/).
-    Runs { dir: Option<PathBuf> },
+    Runs {
+        /// The folder holding run folders.
+        dir: Option<PathBuf>,
+    },
     /// Training speed of a job, through the Learner and as a bare step loop.
     Bench {
         /// The job file.
         config: PathBuf,
+        /// auto, cpu, cuda or cuda:N.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
         /// Epochs to time (the first is reported apart as warm-up).

@@ -169,8 +169,12 @@ mod tests {
         };
         for _ in 0..5 {
             let x = Tensor::<A, 2>::random([9, 13], Distribution::Normal(0.0, 1.0), &device);
-            let ga = GradientsParams::from_grads(a.forward(x.clone()).powf_scalar(2.0).sum().backward(), &a);
-            let gb = GradientsParams::from_grads(b.forward(x).powf_scalar(2.0).sum().backward(), &b);
+            let ga = GradientsParams::from_grads(
+                a.forward(x.clone()).powf_scalar(2.0).sum().backward(),
+                &a,
+            );
+            let gb =
+                GradientsParams::from_grads(b.forward(x).powf_scalar(2.0).sum().backward(), &b);
             a = ours.step(lr, a, ga);
             b = burns.step(lr, b, gb);
         }
@@ -178,11 +182,10 @@ mod tests {
             .val()
             .into_data()
             .assert_approx_eq::<f32>(&b.weight.val().into_data(), Tolerance::absolute(1e-5));
-        a.bias
-            .unwrap()
-            .val()
-            .into_data()
-            .assert_approx_eq::<f32>(&b.bias.unwrap().val().into_data(), Tolerance::absolute(1e-5));
+        a.bias.unwrap().val().into_data().assert_approx_eq::<f32>(
+            &b.bias.unwrap().val().into_data(),
+            Tolerance::absolute(1e-5),
+        );
     }
 
     #[test]

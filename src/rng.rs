@@ -14,7 +14,7 @@ pub fn stream(seed: u64, purpose: &str, index: u64) -> Mt64 {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     let key = [seed, h, index];
-    Mt64::new_with_key(key.into_iter())
+    Mt64::new_with_key(key)
 }
 
 /// A uniform double in [0, 1) with 53 random bits.

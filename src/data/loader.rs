@@ -239,7 +239,7 @@ mod tests {
         let mut rows = Vec::new();
         let mut sizes = Vec::new();
         let mut it = l.iter();
-        while let Some(b) = it.next() {
+        for b in it.by_ref() {
             let v: Vec<f32> = b.0.into_data().to_vec().unwrap();
             sizes.push(v.len());
             rows.extend(v.into_iter().map(|x| x as usize));

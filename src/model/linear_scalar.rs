@@ -3,7 +3,7 @@
 
 use super::{
     EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, init_linear, matrix_rows, param,
-    rows_of,
+    rows_of, train_output,
 };
 use crate::config::Init;
 use crate::data::loader::Rows;
@@ -160,14 +160,7 @@ impl<B: TrainBackend> TrainStep for LinearScalar<B> {
 
     fn step(&self, batch: ScalarBatch<B>) -> TrainOutput<StepOutput<B>> {
         let rows = batch.y.dims()[0];
-        let loss = self.loss(batch);
-        let grads = loss.backward();
-        let output = StepOutput {
-            loss: loss.detach(),
-            correct: None,
-            rows,
-        };
-        TrainOutput::new(self, grads, output)
+        train_output(self, self.loss(batch), None, rows)
     }
 }
 

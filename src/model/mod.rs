@@ -6,11 +6,13 @@ pub mod linear_scalar;
 pub mod tabular;
 
 use crate::config::Init;
+use burn::module::AutodiffModule;
 use burn::module::{Param, ParamId};
 use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::TensorData;
-use burn::train::ItemLazy;
+use burn::tensor::backend::AutodiffBackend;
+use burn::train::{ItemLazy, TrainOutput};
 use rand_mt::Mt64;
 
 /// What a train or valid step hands back: the batch's mean loss and, for classifiers, the
@@ -23,6 +25,23 @@ pub struct StepOutput<B: Backend> {
     pub correct: Option<Tensor<B, 1>>,
     /// Rows in the batch.
     pub rows: usize,
+}
+
+/// A train step's result: the gradients of `loss` for `model`, and the step's figures with
+/// the loss detached from the graph.
+pub fn train_output<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: &M,
+    loss: Tensor<B, 1>,
+    correct: Option<Tensor<B, 1>>,
+    rows: usize,
+) -> TrainOutput<StepOutput<B>> {
+    let grads = loss.backward();
+    let output = StepOutput {
+        loss: loss.detach(),
+        correct,
+        rows,
+    };
+    TrainOutput::new(model, grads, output)
 }
 
 /// A [`StepOutput`] read back to the host.

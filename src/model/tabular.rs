@@ -3,6 +3,7 @@
 
 use super::{
     EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, init_linear, matrix_rows, rows_of,
+    train_output,
 };
 use crate::config::Init;
 use crate::data::loader::Rows;
@@ -153,13 +154,7 @@ impl<B: TrainBackend> TrainStep for TabularMlp<B> {
     fn step(&self, batch: TableBatch<B>) -> TrainOutput<StepOutput<B>> {
         let rows = batch.labels.dims()[0];
         let (loss, correct) = self.loss_and_correct(batch);
-        let grads = loss.backward();
-        let output = StepOutput {
-            loss: loss.detach(),
-            correct: Some(correct),
-            rows,
-        };
-        TrainOutput::new(self, grads, output)
+        train_output(self, loss, Some(correct), rows)
     }
 }
 

@@ -54,10 +54,12 @@ pub fn zip_f32(a: FlexTensor, b: FlexTensor, f: impl Fn(&mut [f32], &[f32])) -> 
 /// Runs `body` compiled for AVX2+FMA when the processor has them, else for the baseline.
 macro_rules! dispatch {
     ($name:ident, $generic:ident, ($($arg:ident: $ty:ty),*)) => {
+        #[allow(clippy::too_many_arguments)]
         pub fn $name($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
                 fn fast($($arg: $ty),*) {
                     $generic::<true>($($arg),*)
                 }
@@ -84,6 +86,7 @@ fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
 /// CPU), a degree-13 odd numerator over a degree-6 even denominator on [-7.9, 7.9], accurate to
 /// a few ulp; beyond that range tanh is ±1 in f32.
 #[inline(always)]
+#[allow(clippy::excessive_precision)] // the coefficients as Eigen publishes them
 fn tanh_one<const FMA: bool>(a: f32) -> f32 {
     let x = a.clamp(-7.905_311, 7.905_311);
     let x2 = x * x;
@@ -354,7 +357,11 @@ pub fn adam(
     } else {
         w.to_contiguous()
     };
-    let (mut out, mut m, mut v) = (owned_contiguous(g), owned_contiguous(m), owned_contiguous(v));
+    let (mut out, mut m, mut v) = (
+        owned_contiguous(g),
+        owned_contiguous(m),
+        owned_contiguous(v),
+    );
     let n = out.layout().num_elements();
     let (factor, eps) = s.corrections();
     adam_slice(

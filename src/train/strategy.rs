@@ -189,7 +189,7 @@ where
         let mut totals = Totals::<Inner<LC>>::new();
         let mut iter = loader.iter();
         let mut step = 0;
-        while let Some(batch) = iter.next() {
+        for batch in iter.by_ref() {
             step += 1;
             totals.add(model.step(batch));
         }

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# `make bench-peers`: ember and the peer scripts of ../shared/peers (PyTorch as posted, PyTorch
+# best effort, Keras fit, JAX jit step, JAX jit + scan) on the same machine, with the same thread
+# count, pinned to the same cores, in alternating runs; then BENCHMARKS.md from the records.
+#
+#   scripts/bench-peers.sh                    # 1 and 2 threads, 3 rounds, all three jobs
+#   ROUNDS=1 JOBS=tabular-mlp THREADS_LIST=1 scripts/bench-peers.sh
+#
+# Knobs: ROUNDS (3), THREADS_LIST ("1 2"), JOBS (all three), PEER_VARIANTS (below),
+# PEERS_DIR (../shared/peers), PEERS_VENV (/tmp/peers-venv, made from the peers'
+# requirements.txt on first use: about 5 GB), PEERS_DATA (/tmp/peers-data), PEERS_MAX_S (20: a
+# peer run stops after the epoch that passes this many seconds, at least 2 epochs),
+# QUIET_WAIT (60: seconds to wait for other processes to go quiet before each run; 0 = don't),
+# BENCH_OUT (bench-out: records and logs), REPORT (BENCHMARKS.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+PEERS_DIR=$(realpath "${PEERS_DIR:-../shared/peers}" 2>/dev/null || true)
+PEERS_VENV=${PEERS_VENV:-/tmp/peers-venv}
+export PEERS_DATA=${PEERS_DATA:-/tmp/peers-data}
+export PEERS_MAX_S=${PEERS_MAX_S:-20}
+ROUNDS=${ROUNDS:-3}
+THREADS_LIST=${THREADS_LIST:-"1 2"}
+JOBS=${JOBS:-"fashion-mlp tabular-mlp linear-scalar"}
+QUIET_WAIT=${QUIET_WAIT:-60}
+OUT=$root/${BENCH_OUT:-bench-out}
+REPORT=$root/${REPORT:-BENCHMARKS.md}
+PEER_VARIANTS=${PEER_VARIANTS:-"torch_bench.py:--variant posted|torch_bench.py:--variant best|keras_bench.py:|jax_bench.py:--variant step|jax_bench.py:--variant scan"}
+
+# Epochs of `ember bench` per job: enough steady epochs for a median, about 20 s each way.
+declare -A EMBER_EPOCHS=([fashion-mlp]=5 [tabular-mlp]=40 [linear-scalar]=150)
+declare -A WORKLOAD=([fashion-mlp]=w1 [tabular-mlp]=w2 [linear-scalar]=w3)
+
+die() { echo "bench-peers: $*" >&2; exit 1; }
+[[ -f "$PEERS_DIR/common.py" ]] || die "no peer scripts at ${PEERS_DIR:-../shared/peers} (set PEERS_DIR)"
+command -v taskset >/dev/null || die "taskset (util-linux) is needed to pin runs to cores"
+ncpu=$(nproc)
+
+# The peers' Python environment, once.
+PY=$PEERS_VENV/bin/python
+if ! "$PY" -c "import torch, torchvision, tensorflow, keras, jax, optax" 2>/dev/null; then
+  echo "== creating $PEERS_VENV from $PEERS_DIR/requirements.txt (about 5 GB, a few minutes)"
+  python3.11 -m venv "$PEERS_VENV" 2>/dev/null || python3 -m venv "$PEERS_VENV"
+  "$PEERS_VENV/bin/pip" install -q -r "$PEERS_DIR/requirements.txt"
+fi
+# Their data (the W2 table as .npy, FashionMNIST laid out for torchvision), once.
+make -s data
+[[ -f "$PEERS_DATA/w2_x.npy" && -d "$PEERS_DATA/FashionMNIST/raw" ]] \
+  || (cd "$PEERS_DIR" && "$PY" common.py make-data)
+
+cargo build --release -q
+EMBER=$root/target/release/ember
+
+mkdir -p "$OUT/logs"
+records=$OUT/records.jsonl
+: > "$records"
+git rev-parse --short HEAD > "$OUT/commit" 2>/dev/null || echo unknown > "$OUT/commit"
+
+wait_quiet() {
+  [[ "$QUIET_WAIT" == 0 ]] || (cd "$PEERS_DIR" && "$PY" common.py wait-quiet "$QUIET_WAIT") || true
+}
+
+for threads in $THREADS_LIST; do
+  # 1 thread: pinned to the last core; 2 or more: the first N cores. Peers and ember alike.
+  if ((threads == 1)); then cores=$((ncpu - 1)); else cores="0-$((threads - 1))"; fi
+  pin="taskset -c $cores"
+  for round in $(seq 1 "$ROUNDS"); do
+    for job in $JOBS; do
+      w=${WORKLOAD[$job]}
+      runs=("ember")
+      IFS='|' read -ra peers <<< "$PEER_VARIANTS"
+      runs+=("${peers[@]}")
+      # Rotate the order each round, so no one always runs first (or right after a busy spell).
+      n=${#runs[@]}; shift_by=$(( (round - 1) % n ))
+      runs=("${runs[@]:shift_by}" "${runs[@]:0:shift_by}")
+      for r in "${runs[@]}"; do
+        wait_quiet
+        if [[ "$r" == ember ]]; then
+          log="$OUT/logs/ember-$job-t$threads-r$round.log"
+          echo "== t$threads r$round $job: ember bench"
+          python3 scripts/bench_report.py run-ember --out "$records" --job "$job" \
+            --threads "$threads" --round "$round" -- \
+            $pin "$EMBER" --threads "$threads" bench "configs/$job.toml" --device cpu \
+            --epochs "${EMBER_EPOCHS[$job]}" --json > "$log" 2>&1 \
+            || { echo "FAILED: ember bench $job (log: $log)"; tail -3 "$log"; }
+        else
+          script=${r%%:*}; args=${r#*:}
+          log="$OUT/logs/${script%.py}-$w-$(echo "$args" | tr -c 'a-z0-9' '_')t$threads-r$round.log"
+          echo "== t$threads r$round $job: $script $w $args"
+          (cd "$PEERS_DIR" && PEERS_THREADS=$threads PEERS_RESULTS=$records \
+            $pin "$PY" "$script" "$w" $args) > "$log" 2>&1 \
+            || { echo "FAILED: $script $w $args (log: $log)"; tail -3 "$log"; }
+        fi
+      done
+    done
+  done
+done
+
+python3 scripts/bench_report.py table --records "$records" --commit "$(cat "$OUT/commit")" \
+  --command "$0 (ROUNDS=$ROUNDS THREADS_LIST='$THREADS_LIST' PEERS_MAX_S=$PEERS_MAX_S)" \
+  --peers-python "$PY" > "$REPORT.tmp"
+mv "$REPORT.tmp" "$REPORT"
+echo "wrote $REPORT (records: $records)"

@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""Helpers of scripts/bench-peers.sh (standard library only).
+
+  bench_report.py run-ember --out RECORDS --job JOB --threads N --round R -- CMD...
+      runs `ember bench --json` (CMD), measures how busy the other processes kept the machine
+      meanwhile (as the peers' common.py does), and appends one record to RECORDS.
+  bench_report.py table --records RECORDS --commit C --command CMD [--peers-python PY]
+      prints BENCHMARKS.md: one table per job, every peer's steps/s and ember's ratio to it.
+"""
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+JOBS = [("fashion-mlp", "w1"), ("tabular-mlp", "w2"), ("linear-scalar", "w3")]
+PEER_NAMES = {
+    "torch-posted": "PyTorch as posted (DataLoader, `.item()`)",
+    "torch-best": "PyTorch best effort (preloaded, fused optimizer)",
+    "torch-compile": "PyTorch best + torch.compile",
+    "keras-fit": "Keras `model.fit`",
+    "keras-fit-xla": "Keras `model.fit`, XLA",
+    "jax-step": "JAX jit step",
+    "jax-scan": "JAX jit + lax.scan per epoch",
+}
+
+
+def cpu_busy_s():
+    with open("/proc/stat") as f:
+        v = [int(t) for t in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s():
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return c.ru_utime + c.ru_stime
+
+
+def run_ember(a):
+    b0, o0, w0 = cpu_busy_s(), children_cpu_s(), time.perf_counter()
+    p = subprocess.run(a.cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - w0
+    other = max(0.0, ((cpu_busy_s() - b0) - (children_cpu_s() - o0)) / wall)
+    sys.stdout.write(p.stdout)
+    sys.stderr.write(p.stderr)
+    if p.returncode != 0:
+        sys.exit(p.returncode)
+    report = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("{")][-1])
+    rec = dict(
+        workload=dict(JOBS)[a.job],
+        job=a.job,
+        variant="ember",
+        framework="ember",
+        threads=a.threads,
+        round=a.round,
+        steps_per_s=report["learner"]["steps_per_s"],
+        first_epoch_s=report["learner"]["first_epoch_s"],
+        bare_steps_per_s=report["bare"]["steps_per_s"],
+        wall_over_steps=report["wall_over_steps"],
+        valid_accuracy=report["final_valid_accuracy"],
+        valid_loss=report["final_valid_loss"],
+        epochs_run=report["epochs"],
+        other_cores_busy=round(other, 2),
+        when=time.strftime("%Y-%m-%d %H:%M:%S"),
+        report=report,
+    )
+    with open(a.out, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+def fmt_rate(values):
+    """'median (min–max)' of a list of steps/s."""
+    m = statistics.median(values)
+    if len(values) == 1:
+        return f"{m:,.0f}"
+    return f"{m:,.0f} ({min(values):,.0f}–{max(values):,.0f})"
+
+
+def machine():
+    model = "unknown CPU"
+    try:
+        for ln in open("/proc/cpuinfo"):
+            if ln.startswith("model name"):
+                model = ln.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    flags = ""
+    try:
+        text = open("/proc/cpuinfo").read()
+        flags = ", ".join(f for f in ("avx2", "fma", "avx512f", "amx_tile") if f" {f}" in text)
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} vCPU {model} ({flags}), {mem:.0f} GiB, {platform.system()} {platform.release()}"
+
+
+def versions(records, peers_python):
+    out = {}
+    for r in records:
+        if r["framework"] != "ember" and "version" in r:
+            out[r["framework"]] = r["version"]
+    try:
+        rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        rustc = "rustc ?"
+    ember = next((r["report"] for r in records if r["framework"] == "ember"), None)
+    parts = [f"ember {ember_version()} on Burn 0.21.0 (CPU backend: flex), {rustc}"]
+    parts += [f"{k} {v}" for k, v in sorted(out.items())]
+    if peers_python:
+        try:
+            py = subprocess.run([peers_python, "--version"], capture_output=True, text=True)
+            parts.append(py.stdout.strip())
+        except OSError:
+            pass
+    return ", ".join(parts) if ember or out else "no records"
+
+
+def ember_version():
+    for ln in open(os.path.join(os.path.dirname(__file__), "..", "Cargo.toml")):
+        if ln.startswith("version"):
+            return ln.split('"')[1]
+    return "?"
+
+
+def table(a):
+    records = [json.loads(ln) for ln in open(a.records) if ln.strip()]
+    threads_seen = sorted({r["threads"] for r in records})
+    out = []
+    w = out.append
+    w("# Benchmarks: ember against PyTorch, Keras and JAX on the CPU\n")
+    w("Made by `make bench-peers` (`scripts/bench-peers.sh`); every number below comes from one run "
+      "of it on this machine, from the records in `bench-out/records.jsonl`.\n")
+    w(f"- Machine: {machine()}")
+    w(f"- Versions: {versions(records, a.peers_python)}")
+    w(f"- ember commit: {a.commit}; command: `{a.command}`")
+    w(f"- Date: {time.strftime('%Y-%m-%d')}")
+    w("- Method: each run is pinned with `taskset` (1 thread: the last core; 2 threads: both), "
+      "ember (`--threads N`) and the peers (`PEERS_THREADS=N`) alike; ember and the peers alternate, "
+      "in an order rotated each round, each after waiting for the machine to be quiet. steps/s is "
+      "the median over the epochs after the first of one run; a cell is the median over the rounds "
+      "(min–max in brackets). ratio = ember's steps/s (through Burn's Learner, as `ember train`) over "
+      "the peer's. *first* is the first epoch in seconds (warm-up). *busy* is the most other "
+      "processes kept busy (cores) during any of the row's runs.")
+    w("- ember trains through its `Learner` exactly as `ember train` does; *bare* is ember's own step "
+      "loop (forward, backward, optimizer step) for comparison. Peer scripts: `../shared/peers/` "
+      "(README there); same model, loss, optimizer, batch size and data.\n")
+
+    for job, wl in JOBS:
+        rows = [r for r in records if r["workload"] == wl]
+        if not rows:
+            continue
+        w(f"## {job} ({wl})\n")
+        head = "| | " + " | ".join(
+            f"{t} thr steps/s | ember ratio | first s | busy" for t in threads_seen) + " |"
+        w(head)
+        w("|---|" + "---|---|---|---|" * len(threads_seen))
+        ember = {t: [r for r in rows if r["framework"] == "ember" and r["threads"] == t]
+                 for t in threads_seen}
+        ember_med = {t: statistics.median([r["steps_per_s"] for r in ember[t]]) if ember[t] else None
+                     for t in threads_seen}
+        variants = ["ember"] + [v for v in PEER_NAMES if any(r["variant"] == v for r in rows)]
+        best = {}
+        for v in variants:
+            cells = []
+            for t in threads_seen:
+                rs = [r for r in rows if r["variant"] == v and r["threads"] == t]
+                if not rs:
+                    cells.append("– | – | – | –")
+                    continue
+                sps = [r["steps_per_s"] for r in rs]
+                med = statistics.median(sps)
+                if v != "ember" and med > best.get(t, (0.0, ""))[0]:
+                    best[t] = (med, v)
+                ratio = "" if v == "ember" or not ember_med[t] else f"**{ember_med[t] / med:.2f}x**"
+                first = statistics.median([r["first_epoch_s"] for r in rs])
+                busy = max(r.get("other_cores_busy", 0) for r in rs)
+                cells.append(f"{fmt_rate(sps)} | {ratio} | {first:.2f} | {busy:.2f}")
+            name = "**ember** (Learner)" if v == "ember" else PEER_NAMES[v]
+            w(f"| {name} | " + " | ".join(cells) + " |")
+        cells = []
+        for t in threads_seen:
+            rs = ember[t]
+            if rs:
+                bare = [r["bare_steps_per_s"] for r in rs]
+                cells.append(f"{fmt_rate(bare)} | | | ")
+            else:
+                cells.append("– | | | ")
+        w("| ember bare step loop | " + " | ".join(cells) + " |")
+        w("")
+        for t in threads_seen:
+            if ember[t] and t in best:
+                bsps, bname = best[t]
+                acc = [r["valid_accuracy"] for r in ember[t] if r.get("valid_accuracy") is not None]
+                loss = statistics.median([r["valid_loss"] for r in ember[t]])
+                wos = statistics.median([r["wall_over_steps"] for r in ember[t]])
+                accs = f", valid accuracy {100 * statistics.median(acc):.2f} %" if acc else ""
+                w(f"- {t} thread(s): ember {ember_med[t]:,.0f} steps/s vs best peer {PEER_NAMES[bname]} "
+                  f"{bsps:,.0f}: **{ember_med[t] / bsps:.2f}x**. ember's run: valid loss {loss:.4f}{accs} "
+                  f"after {ember[t][0]['epochs_run']} epochs; wall time of the bench's `ember train` / "
+                  f"(steps / steps/s) = {wos:.2f} (short run: start-up weighs more than in a full one).")
+        w("")
+    print("\n".join(out))
+
+
+# How far a CUDA run may drift from the CPU run of the same job, seed and epochs: float sums
+# run in another order on the GPU (cuBLAS, tree reductions), so bits differ, not results.
+GPU_TOLERANCE = {
+    "fashion-mlp": dict(loss_rel=0.01, acc_pts=0.5),
+    "tabular-mlp": dict(loss_rel=0.01, acc_pts=0.5),
+    # unscaled arange inputs make this job's loss swing widely between epochs
+    "linear-scalar": dict(loss_rel=0.05, acc_pts=None),
+}
+
+
+def summary(path):
+    try:
+        return json.load(open(os.path.join(path, "summary.json")))
+    except (OSError, ValueError):
+        return None
+
+
+def gpu(a):
+    out, dev = a.out, a.device
+    lines, failed = [], []
+    w = lines.append
+    info = open(os.path.join(out, "info.txt")).read().strip() if os.path.exists(
+        os.path.join(out, "info.txt")) else "?"
+    w(f"# gpu-check on {dev} ({time.strftime('%Y-%m-%d %H:%M')})\n")
+    w("```\n" + info + "\n```\n")
+    w(f"## 1. {dev} against the CPU (same seed and epochs)\n")
+    w("| job | epochs | CPU valid loss | " + dev + " valid loss | rel. diff | CPU acc | "
+      + dev + " acc | tolerance | ok |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    for job, tol in GPU_TOLERANCE.items():
+        c, g = summary(os.path.join(out, "runs", job + "-cpu")), summary(
+            os.path.join(out, "runs", f"{job}-{dev}"))
+        if not c or not g or c["status"] != "complete" or g["status"] != "complete":
+            failed.append(job)
+            w(f"| {job} | | {c and c['status']} | {g and g['status']} | | | | | **no** |")
+            continue
+        cl, gl = c["final_metrics"]["valid_loss"], g["final_metrics"]["valid_loss"]
+        rel = abs(gl - cl) / max(abs(cl), 1e-12)
+        ok = rel <= tol["loss_rel"]
+        ca, ga = c["final_metrics"]["valid_accuracy"], g["final_metrics"]["valid_accuracy"]
+        acc = ""
+        if tol["acc_pts"] is not None and ca is not None and ga is not None:
+            ok = ok and abs(ga - ca) * 100 <= tol["acc_pts"]
+            acc = f"{100 * ca:.2f} % | {100 * ga:.2f} %"
+        else:
+            acc = "– | –"
+        tol_s = f"loss {100 * tol['loss_rel']:g} %" + (
+            f", acc {tol['acc_pts']} pt" if tol["acc_pts"] is not None else "")
+        if not ok:
+            failed.append(job)
+        w(f"| {job} | {g['epochs_done']} | {cl:.6g} | {gl:.6g} | {100 * rel:.3f} % | {acc} | {tol_s} | "
+          f"{'yes' if ok else '**no**'} |")
+    full = summary(os.path.join(out, "runs", f"fashion-mlp-full-{dev}"))
+    w(f"\n## 2. fashion-mlp, {a.full_epochs} epochs on {dev}\n")
+    if full and full["status"] == "complete":
+        acc = full["final_metrics"]["valid_accuracy"]
+        goal = full["train_seconds"] <= 3.0 or dev == "cpu"
+        w(f"train {full['train_seconds']:.2f} s (goal on an H200: 3 s or less: "
+          f"{'met' if goal else '**not met**'}), wall {full['wall_seconds']:.2f} s, "
+          f"{full['steps_per_s']:,.0f} steps/s, valid accuracy {100 * acc:.2f} %")
+    else:
+        failed.append("fashion-mlp full run")
+        w("**did not complete** (see steps.log)")
+    w(f"\n## 3. Speed on {dev}: ember against PyTorch (steps/s, median after the first epoch)\n")
+    bench = {}
+    for ln in open(os.path.join(out, "bench.jsonl")) if os.path.exists(os.path.join(out, "bench.jsonl")) else []:
+        r = json.loads(ln)
+        bench[r["job"]] = r
+    torch_r = {}
+    path = os.path.join(out, "torch.jsonl")
+    for ln in open(path) if os.path.exists(path) else []:
+        r = json.loads(ln)
+        torch_r[(r["job"], r["variant"])] = r
+    w("| job | ember (Learner) | ember bare loop | ember first epoch s | torch eager | torch CUDA graphs "
+      "| ember / best torch |")
+    w("|---|---|---|---|---|---|---|")
+    for job in GPU_TOLERANCE:
+        b = bench.get(job)
+        te, tg = torch_r.get((job, "torch-best")), torch_r.get((job, "torch-graphs"))
+        peers = [r["steps_per_s"] for r in (te, tg) if r]
+        ratio = f"**{b['learner']['steps_per_s'] / max(peers):.2f}x**" if b and peers else "–"
+        if b is None:
+            failed.append(f"bench {job}")
+        cell = lambda r: f"{r['steps_per_s']:,.0f}" if r else "–"  # noqa: E731
+        w(f"| {job} | {b and format(b['learner']['steps_per_s'], ',.0f') or '–'} | "
+          f"{b and format(b['bare']['steps_per_s'], ',.0f') or '–'} | "
+          f"{b and format(b['learner']['first_epoch_s'], '.2f') or '–'} | {cell(te)} | {cell(tg)} | {ratio} |")
+    w("\n" + ("All checks passed." if not failed else "FAILED: " + ", ".join(failed)))
+    print("\n".join(lines))
+    sys.exit(1 if failed else 0)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run-ember")
+    r.add_argument("--out", required=True)
+    r.add_argument("--job", required=True)
+    r.add_argument("--threads", type=int, required=True)
+    r.add_argument("--round", type=int, required=True)
+    r.add_argument("cmd", nargs=argparse.REMAINDER)
+    t = sub.add_parser("table")
+    t.add_argument("--records", required=True)
+    t.add_argument("--commit", default="unknown")
+    t.add_argument("--command", default="make bench-peers")
+    t.add_argument("--peers-python", default=None)
+    g = sub.add_parser("gpu")
+    g.add_argument("--out", required=True)
+    g.add_argument("--device", required=True)
+    g.add_argument("--full-epochs", type=int, required=True)
+    a = p.parse_args()
+    if a.cmd == "gpu":
+        gpu(a)
+    elif a.cmd == "run-ember":
+        if a.cmd[:1] == ["--"]:
+            a.cmd = a.cmd[1:]
+        run_ember(a)
+    else:
+        table(a)
+
+
+if __name__ == "__main__":
+    main()
