@@ -42,7 +42,7 @@ def children_cpu_s():
 
 def run_ember(a):
     b0, o0, w0 = cpu_busy_s(), children_cpu_s(), time.perf_counter()
-    p = subprocess.run(a.cmd, capture_output=True, text=True)
+    p = subprocess.run(a.command_line, capture_output=True, text=True)
     wall = time.perf_counter() - w0
     other = max(0.0, ((cpu_busy_s() - b0) - (children_cpu_s() - o0)) / wall)
     sys.stdout.write(p.stdout)
@@ -301,13 +301,13 @@ def gpu(a):
 
 def main():
     p = argparse.ArgumentParser()
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="action", required=True)
     r = sub.add_parser("run-ember")
     r.add_argument("--out", required=True)
     r.add_argument("--job", required=True)
     r.add_argument("--threads", type=int, required=True)
     r.add_argument("--round", type=int, required=True)
-    r.add_argument("cmd", nargs=argparse.REMAINDER)
+    r.add_argument("command_line", nargs=argparse.REMAINDER)
     t = sub.add_parser("table")
     t.add_argument("--records", required=True)
     t.add_argument("--commit", default="unknown")
@@ -318,11 +318,11 @@ def main():
     g.add_argument("--device", required=True)
     g.add_argument("--full-epochs", type=int, required=True)
     a = p.parse_args()
-    if a.cmd == "gpu":
+    if a.action == "gpu":
         gpu(a)
-    elif a.cmd == "run-ember":
-        if a.cmd[:1] == ["--"]:
-            a.cmd = a.cmd[1:]
+    elif a.action == "run-ember":
+        if a.command_line[:1] == ["--"]:
+            a.command_line = a.command_line[1:]
         run_ember(a)
     else:
         table(a)

@@ -34,37 +34,8 @@ enum Command {
     Train {
         /// The job file (configs/*.toml); optional with --resume.
         config: Option<PathBuf>,
-        /// auto, cpu, cuda or cuda:N.
-        #[arg(long, default_value = "auto")]
-        device: DeviceRequest,
-        /// Override the number of epochs.
-        #[arg(long)]
-        epochs: Option<usize>,
-        /// Override the seed.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Artifact folder (default: runs/<job>-<timestamp>).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Train on the first N rows only.
-        #[arg(long, value_name = "N")]
-        max_train_rows: Option<usize>,
-        /// Validate on the first N rows only.
-        #[arg(long, value_name = "N")]
-        max_valid_rows: Option<usize>,
-        /// Continue the run in this folder from its last complete checkpoint.
-        #[arg(long, value_name = "RUN_DIR")]
-        resume: Option<PathBuf>,
-        /// Start from weights in a safetensors file in PyTorch layout.
-        #[arg(long, value_name = "FILE")]
-        init_from: Option<PathBuf>,
-        /// Burn's full-screen TUI instead of ember's progress bar (slower: it spins a core).
-        #[arg(long)]
-        tui: bool,
-        /// Minimum seconds between two checkpoints; 0 checkpoints every epoch. The last epoch
-        /// and a Ctrl-C always get one.
-        #[arg(long, value_name = "SECONDS", default_value_t = ember::train::DEFAULT_CHECKPOINT_SECONDS)]
-        checkpoint_every: f64,
+        #[command(flatten)]
+        args: TrainArgs,
     },
     /// Loss and accuracy of a trained model on a split.
     Eval {
@@ -207,31 +178,7 @@ fn main() {
 
 fn run(cli: Cli, console: &Console) -> Result<()> {
     match cli.command {
-        Command::Train {
-            config,
-            device,
-            epochs,
-            seed,
-            out,
-            max_train_rows,
-            max_valid_rows,
-            resume,
-            init_from,
-            tui,
-            checkpoint_every,
-        } => {
-            let args = TrainArgs {
-                device,
-                epochs,
-                seed,
-                out,
-                max_train_rows,
-                max_valid_rows,
-                resume,
-                init_from,
-                tui,
-                checkpoint_every,
-            };
+        Command::Train { config, args } => {
             let report = ember::train::run::<AllBackends>(config.as_deref(), &args, console)?;
             let summary = Summary::from_report(&report);
             summary.write(&report.run_dir.join(ember::run_dir::SUMMARY))?;
@@ -367,7 +314,11 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
                 _ => PathBuf::from(ember::run_dir::CURVES),
             });
             ember::plot::draw(&curves, &jobs.join(", "), &out)?;
-            console.always(&format!("{} -> {}", runs.len(), out.display()));
+            let what = match runs.len() {
+                1 => "curves of 1 run".to_string(),
+                n => format!("curves of {n} runs"),
+            };
+            console.always(&format!("{what} -> {}", out.display()));
             Ok(())
         }
         Command::Runs { dir } => {

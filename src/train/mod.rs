@@ -36,19 +36,39 @@ use strategy::{EmberStrategy, RunLog};
 /// would otherwise spend more time on disk writes than on training.
 pub const DEFAULT_CHECKPOINT_SECONDS: f64 = 10.0;
 
-/// The command line of `ember train`, after parsing.
-#[derive(Debug, Clone)]
+/// The options of `ember train` (the config file aside).
+#[derive(Debug, Clone, clap::Args)]
 pub struct TrainArgs {
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
     pub device: DeviceRequest,
+    /// Override the number of epochs.
+    #[arg(long)]
     pub epochs: Option<usize>,
+    /// Override the seed.
+    #[arg(long)]
     pub seed: Option<u64>,
+    /// Artifact folder (default: runs/<job>-<timestamp>).
+    #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Train on the first N rows only.
+    #[arg(long, value_name = "N")]
     pub max_train_rows: Option<usize>,
+    /// Validate on the first N rows only.
+    #[arg(long, value_name = "N")]
     pub max_valid_rows: Option<usize>,
+    /// Continue the run in this folder from its last complete checkpoint.
+    #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<PathBuf>,
+    /// Start from weights in a safetensors file in PyTorch layout.
+    #[arg(long, value_name = "FILE")]
     pub init_from: Option<PathBuf>,
+    /// Burn's full-screen TUI instead of ember's progress bar (slower: it spins a core).
+    #[arg(long)]
     pub tui: bool,
-    /// Minimum seconds between checkpoints (0: every epoch).
+    /// Minimum seconds between two checkpoints; 0 checkpoints every epoch. The last epoch
+    /// and a Ctrl-C always get one.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CHECKPOINT_SECONDS)]
     pub checkpoint_every: f64,
 }
 
