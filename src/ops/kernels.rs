@@ -5,6 +5,7 @@
 
 use burn::backend::flex::FlexTensor;
 use burn::tensor::DType;
+use rayon::prelude::*;
 
 /// A contiguous, uniquely owned copy (or the tensor itself, when it already is one).
 fn owned_contiguous(x: FlexTensor) -> FlexTensor {
@@ -192,6 +193,29 @@ dispatch!(relu_slice, relu_generic, (values: &mut [f32]));
 dispatch!(relu_grad_slice, relu_grad_generic, (grad: &mut [f32], y: &[f32]));
 dispatch!(column_sums, column_sums_generic, (sums: &mut [f32], rows: &[f32]));
 
+/// Elements above which an optimizer pass is split across the pool: each thread then gets
+/// tens of thousands of elements, which outweighs the hand-off. (fashion-mlp's two big weight
+/// matrices are above it; the other jobs' parameters are far below.)
+const PARALLEL_ELEMENTS: usize = 1 << 16;
+
+/// One piece per pool thread, or `None` when `n` elements are not worth splitting.
+fn chunk_len(n: usize) -> Option<usize> {
+    let threads = rayon::current_num_threads();
+    (threads > 1 && n >= PARALLEL_ELEMENTS).then(|| n.div_ceil(threads).next_multiple_of(64))
+}
+
+/// [`sgd_slice`], split across the pool for large tensors. Element-wise, so the result is the
+/// same bits however it is split.
+pub fn sgd(g: &mut [f32], w: &[f32], lr: f32) {
+    match chunk_len(g.len()) {
+        Some(c) => g
+            .par_chunks_mut(c)
+            .zip(w.par_chunks(c))
+            .for_each(|(g, w)| sgd_slice(g, w, lr)),
+        None => sgd_slice(g, w, lr),
+    }
+}
+
 /// Rows and columns of a 2-d tensor.
 fn dims(t: &FlexTensor) -> (usize, usize) {
     let s = t.layout().shape();
@@ -211,7 +235,8 @@ fn view(t: &FlexTensor) -> (*const f32, isize, isize) {
 /// The work above which a product is split across the pool (Burn's own threshold).
 const PARALLEL_WORK: usize = 192 * 192 * 192;
 
-/// `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]`, with `dst` row-major.
+/// `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]`, with `dst` row-major; spread over
+/// the pool when `split` and the product is large.
 ///
 /// # Safety
 /// `dst` holds `m * n` writable elements (initialised when `keep`); `lhs` and `rhs` address
@@ -223,8 +248,9 @@ unsafe fn gemm_into(
     keep: bool,
     (lhs, lhs_rs, lhs_cs): (*const f32, isize, isize),
     (rhs, rhs_rs, rhs_cs): (*const f32, isize, isize),
+    split: bool,
 ) {
-    let parallelism = if m * n * k >= PARALLEL_WORK && rayon::current_num_threads() > 1 {
+    let parallelism = if split && m * n * k >= PARALLEL_WORK && rayon::current_num_threads() > 1 {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
@@ -260,12 +286,13 @@ fn product(
     (m, n, k): (usize, usize, usize),
     lhs: (*const f32, isize, isize),
     rhs: (*const f32, isize, isize),
+    split: bool,
 ) -> Vec<f32> {
     let mut out: Vec<f32> = Vec::with_capacity(m * n);
     // SAFETY: `out` has room for m * n elements, which gemm writes without reading (keep is
     // false), so every element is initialised before `set_len`; lhs and rhs come from `view`.
     unsafe {
-        gemm_into(out.as_mut_ptr(), (m, n, k), false, lhs, rhs);
+        gemm_into(out.as_mut_ptr(), (m, n, k), false, lhs, rhs, split);
         out.set_len(m * n);
     }
     out
@@ -299,7 +326,7 @@ pub fn linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: super::Activatio
         out.extend_from_slice(bias);
     }
     // SAFETY: `out` holds m * n initialised elements; x and w are viewed through their layouts.
-    unsafe { gemm_into(out.as_mut_ptr(), (m, n, k), true, view(&x), view(&w)) };
+    unsafe { gemm_into(out.as_mut_ptr(), (m, n, k), true, view(&x), view(&w), true) };
     match act {
         super::Activation::Identity => {}
         super::Activation::Relu => relu_slice(&mut out),
@@ -328,15 +355,27 @@ pub fn linear_backward(
     let dz_values = &dz.storage::<f32>()[..m * n];
     let mut db = vec![0f32; n];
     column_sums(&mut db, dz_values);
-    let dz_view = (dz_values.as_ptr(), n as isize, 1);
     // dw [k, n] = xᵀ [k, m] · dz [m, n]: xᵀ is x's view with its strides swapped.
-    let (xp, x_rs, x_cs) = view(&x);
-    let dw = product((k, n, m), (xp, x_cs, x_rs), dz_view);
+    let dw_of = |split| {
+        let (xp, x_rs, x_cs) = view(&x);
+        let dz_view = (dz_values.as_ptr(), n as isize, 1);
+        product((k, n, m), (xp, x_cs, x_rs), dz_view, split)
+    };
     // dx [m, k] = dz [m, n] · wᵀ [n, k].
-    let dx = need_dx.then(|| {
+    let dx_of = |split| {
         let (wp, w_rs, w_cs) = view(&w);
-        tensor(product((m, k, n), dz_view, (wp, w_cs, w_rs)), m, k)
-    });
+        let dz_view = (dz_values.as_ptr(), n as isize, 1);
+        tensor(product((m, k, n), dz_view, (wp, w_cs, w_rs), split), m, k)
+    };
+    // When both are needed, the two products run side by side, each on one thread: two whole
+    // products keep the cores busier than each one split in halves with a join in between.
+    let side_by_side = need_dx && m * n * k >= PARALLEL_WORK && rayon::current_num_threads() > 1;
+    let (dw, dx) = if side_by_side {
+        let (dw, dx) = rayon::join(|| dw_of(false), || dx_of(false));
+        (dw, Some(dx))
+    } else {
+        (dw_of(true), need_dx.then(|| dx_of(true)))
+    };
     super::LinearGrads {
         dx,
         dw: tensor(dw, k, n),
@@ -364,16 +403,23 @@ pub fn adam(
     );
     let n = out.layout().num_elements();
     let (factor, eps) = s.corrections();
-    adam_slice(
-        &mut out.storage_mut::<f32>()[..n],
-        &w.storage::<f32>()[..n],
+    let (g, w) = (&mut out.storage_mut::<f32>()[..n], &w.storage::<f32>()[..n]);
+    let (m1, v1) = (
         &mut m.storage_mut::<f32>()[..n],
         &mut v.storage_mut::<f32>()[..n],
-        s.beta1,
-        s.beta2,
-        factor,
-        eps,
-        s.lr,
     );
+    let step = |g: &mut [f32], w: &[f32], m: &mut [f32], v: &mut [f32]| {
+        adam_slice(g, w, m, v, s.beta1, s.beta2, factor, eps, s.lr)
+    };
+    // Split across the pool for large tensors, as `sgd` is.
+    match chunk_len(n) {
+        Some(c) => g
+            .par_chunks_mut(c)
+            .zip(w.par_chunks(c))
+            .zip(m1.par_chunks_mut(c))
+            .zip(v1.par_chunks_mut(c))
+            .for_each(|(((g, w), m), v)| step(g, w, m, v)),
+        None => step(g, w, m1, v1),
+    }
     (out, m, v)
 }

@@ -183,7 +183,7 @@ pub fn tanh<B: EmberBackend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
 
 impl EmberBackend for Flex {
     fn sgd_step(w: FloatTensor<Self>, g: FloatTensor<Self>, lr: f32) -> FloatTensor<Self> {
-        kernels::zip_f32(g, w, |g, w| kernels::sgd_slice(g, w, lr))
+        kernels::zip_f32(g, w, |g, w| kernels::sgd(g, w, lr))
     }
 
     fn adam_step(
