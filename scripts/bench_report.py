@@ -134,7 +134,8 @@ def table(a):
     w = out.append
     w("# Benchmarks: ember against PyTorch, Keras and JAX on the CPU\n")
     w("Made by `make bench-peers` (`scripts/bench-peers.sh`); every number below comes from one run "
-      "of it on this machine, from the records in `bench-out/records.jsonl`.\n")
+      "of it on this machine, from the records in `bench-out/records.jsonl` (copy them to "
+      "`docs/benchmarks-records.jsonl` when committing a new BENCHMARKS.md).\n")
     w(f"- Machine: {machine()}")
     w(f"- Versions: {versions(records, a.peers_python)}")
     w(f"- ember commit: {a.commit}; command: `{a.command}`")
