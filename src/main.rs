@@ -28,6 +28,25 @@ struct Cli {
     threads: Option<usize>,
 }
 
+/// Which trained model eval, predict and export read.
+#[derive(clap::Args)]
+struct ModelArgs {
+    /// A run folder, or a model file (.mpk or .safetensors) with a config.toml beside it.
+    model: PathBuf,
+    /// The resolved config of the model's run (when the model file has none beside it).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// A checkpoint of the run (its epoch) instead of its final model.
+    #[arg(long)]
+    epoch: Option<usize>,
+}
+
+impl ModelArgs {
+    fn open(&self) -> Result<ember::inference::ModelSource> {
+        ember::inference::open(&self.model, self.config.as_deref(), self.epoch)
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Train a job from its config file.
@@ -39,29 +58,22 @@ enum Command {
     },
     /// Loss and accuracy of a trained model on a split.
     Eval {
-        /// A run folder, or a model file (.mpk or .safetensors) with a config.toml beside it.
-        model: PathBuf,
+        #[command(flatten)]
+        model: ModelArgs,
         /// Which split (default: the one validated during training).
         #[arg(long, value_enum, default_value = "valid")]
         split: ember::data::SplitName,
         /// Other data: a folder of IDX files (fashion-mlp) or a CSV file (table jobs).
         #[arg(long)]
         data: Option<PathBuf>,
-        /// The resolved config of the model's run (when the model file has none beside it).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// A checkpoint of the run instead of its final model.
-        /// A checkpoint of the run instead of its final model.
-        #[arg(long)]
-        epoch: Option<usize>,
         /// auto, cpu, cuda or cuda:N.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
     },
     /// One prediction per input row, as CSV.
     Predict {
-        /// A run folder, or a model file with a config.toml beside it.
-        model: PathBuf,
+        #[command(flatten)]
+        model: ModelArgs,
         /// IDX images or a CSV file (784 pixel columns for fashion-mlp; the training columns
         /// for the table jobs, the label column optional).
         #[arg(long)]
@@ -69,20 +81,14 @@ enum Command {
         /// Where to write the CSV (default: stdout).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// The resolved config of the model's run (when the model file has none beside it).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// A checkpoint of the run instead of its final model.
-        #[arg(long)]
-        epoch: Option<usize>,
         /// auto, cpu, cuda or cuda:N.
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
     },
     /// Write a run's model (final, or any kept checkpoint) as a file.
     Export {
-        /// A run folder, or a model file with a config.toml beside it.
-        model: PathBuf,
+        #[command(flatten)]
+        model: ModelArgs,
         /// safetensors (for PyTorch and others) or Burn's own record (.mpk).
         #[arg(long, value_enum, default_value = "safetensors")]
         format: ember::inference::ExportFormat,
@@ -92,12 +98,6 @@ enum Command {
         /// Output file (default: model-export.safetensors / .mpk in the run folder).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// The resolved config of the model's run (when the model file has none beside it).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Export this epoch's checkpoint instead of the final model.
-        #[arg(long)]
-        epoch: Option<usize>,
     },
     /// Draw the learning curves of one or more runs into one PNG.
     Plot {
@@ -206,11 +206,9 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
             model,
             split,
             data,
-            config,
-            epoch,
             device,
         } => {
-            let source = ember::inference::open(&model, config.as_deref(), epoch)?;
+            let source = model.open()?;
             let device = ember::device::choose(device)?;
             let rows = ember::inference::eval_split(&source.config, split, data.as_deref())?;
             let n = rows.rows();
@@ -239,11 +237,9 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
             model,
             input,
             out,
-            config,
-            epoch,
             device,
         } => {
-            let source = ember::inference::open(&model, config.as_deref(), epoch)?;
+            let source = model.open()?;
             let device = ember::device::choose(device)?;
             let inputs = ember::inference::predict_inputs(&source.config, &input)?;
             let (header, rows) = ember::inference::with_model::<AllBackends, _>(
@@ -262,10 +258,9 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
             format,
             layout,
             out,
-            config,
-            epoch,
         } => {
-            let source = ember::inference::open(&model, config.as_deref(), epoch)?;
+            let source = model.open()?;
+            let model = model.model;
             let out = out.unwrap_or_else(|| {
                 let dir = if model.is_dir() {
                     model.clone()
