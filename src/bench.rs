@@ -5,7 +5,7 @@
 //! so the Learner's own overhead is visible. The first epoch (warm-up: allocations, kernel
 //! compilation on CUDA) is reported apart; steps/s is the median over the following epochs.
 
-use crate::config::{JobConfig, JobKind, OptimizerSpec};
+use crate::config::{JobConfig, JobKind};
 use crate::console::{Console, Verbosity};
 use crate::data::loader::{DeviceLoader, EpochCell, Order};
 use crate::data::{self, HostData};
@@ -16,6 +16,7 @@ use crate::model::fashion::FashionMlp;
 use crate::model::linear_scalar::LinearScalar;
 use crate::model::tabular::TabularMlp;
 use crate::ops::TrainBackend;
+use crate::optim::Chosen;
 use crate::train::{TrainArgs, TrainableModel};
 use burn::data::dataloader::DataLoader;
 use burn::optim::Optimizer;
@@ -210,24 +211,9 @@ impl BareLoop<'_> {
     fn with_model<B: TrainBackend, M: TrainableModel<B>>(self, device: B::Device) -> Vec<f64> {
         let model = M::init(self.config, &device);
         // ember's optimizers: Burn's formulas, one fused pass per parameter (src/optim.rs).
-        match self.config.optimizer {
-            OptimizerSpec::Sgd { lr, momentum } => {
-                let sgd = crate::optim::Sgd { momentum };
-                self.time(model, sgd.init(), lr, device)
-            }
-            OptimizerSpec::Adam {
-                lr,
-                beta1,
-                beta2,
-                epsilon,
-            } => {
-                let adam = crate::optim::Adam {
-                    beta1: beta1 as f32,
-                    beta2: beta2 as f32,
-                    epsilon: epsilon as f32,
-                };
-                self.time(model, adam.init(), lr, device)
-            }
+        match Chosen::from_spec(&self.config.optimizer) {
+            Chosen::Sgd(sgd, lr) => self.time(model, sgd.init(), lr, device),
+            Chosen::Adam(adam, lr) => self.time(model, adam.init(), lr, device),
         }
     }
 

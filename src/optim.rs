@@ -4,6 +4,7 @@
 //! Burn's chain of a dozen tensor operations. Same formulas as PyTorch's `SGD` and `Adam`
 //! (and Burn's): a test checks them against Burn's optimizers.
 
+use crate::config::OptimizerSpec;
 use crate::ops::EmberBackend;
 use burn::module::AutodiffModule;
 use burn::optim::SimpleOptimizer;
@@ -135,6 +136,34 @@ impl Adam {
         B::InnerBackend: EmberBackend,
     {
         OptimizerAdaptor::from(self)
+    }
+}
+
+/// The optimizer that a config's `[sgd]` or `[adam]` section names, with its learning rate.
+/// Callers match on it to hand the concrete optimizer type to generic code.
+pub enum Chosen {
+    Sgd(Sgd, f64),
+    Adam(Adam, f64),
+}
+
+impl Chosen {
+    pub fn from_spec(spec: &OptimizerSpec) -> Self {
+        match *spec {
+            OptimizerSpec::Sgd { lr, momentum } => Chosen::Sgd(Sgd { momentum }, lr),
+            OptimizerSpec::Adam {
+                lr,
+                beta1,
+                beta2,
+                epsilon,
+            } => Chosen::Adam(
+                Adam {
+                    beta1: beta1 as f32,
+                    beta2: beta2 as f32,
+                    epsilon: epsilon as f32,
+                },
+                lr,
+            ),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ pub mod metrics;
 pub mod signals;
 pub mod strategy;
 
-use crate::config::{DataSpec, JobConfig, JobKind, OptimizerSpec};
+use crate::config::{DataSpec, JobConfig, JobKind};
 use crate::console::Console;
 use crate::data::loader::{DeviceLoader, EpochCell, Order};
 use crate::data::{self, HostData};
@@ -20,6 +20,7 @@ use crate::model::linear_scalar::LinearScalar;
 use crate::model::tabular::TabularMlp;
 use crate::model::{EmberModel, StepOutput};
 use crate::ops::TrainBackend;
+use crate::optim::Chosen;
 use crate::run_dir::{self, RunDir};
 use burn::module::AutodiffModule;
 use burn::optim::Optimizer;
@@ -269,24 +270,9 @@ impl TrainTask<'_> {
         let train = M::batch(&self.data.train, &device);
         let valid = M::Inference::batch(&self.data.valid, &device);
         // ember's optimizers: Burn's formulas, one fused pass per parameter (src/optim.rs).
-        match self.config.optimizer {
-            OptimizerSpec::Sgd { lr, momentum } => {
-                let sgd = crate::optim::Sgd { momentum };
-                self.launch(model, sgd.init(), lr, train, valid, device)
-            }
-            OptimizerSpec::Adam {
-                lr,
-                beta1,
-                beta2,
-                epsilon,
-            } => {
-                let adam = crate::optim::Adam {
-                    beta1: beta1 as f32,
-                    beta2: beta2 as f32,
-                    epsilon: epsilon as f32,
-                };
-                self.launch(model, adam.init(), lr, train, valid, device)
-            }
+        match Chosen::from_spec(&self.config.optimizer) {
+            Chosen::Sgd(sgd, lr) => self.launch(model, sgd.init(), lr, train, valid, device),
+            Chosen::Adam(adam, lr) => self.launch(model, adam.init(), lr, train, valid, device),
         }
     }
 
