@@ -3,8 +3,8 @@
 mod common;
 use common::*;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// A fashion-mlp job small enough to take about half a second per epoch, shuffled and with Adam
 /// so that a resume must restore the data order and the optimizer's moments.
@@ -24,28 +24,6 @@ const SLICE: [&str; 6] = [
     "--max-valid-rows",
     "1000",
 ];
-
-fn spawn(args: &[&str]) -> std::process::Child {
-    Command::new(EMBER)
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn wait_for(path: &Path) {
-    let start = Instant::now();
-    while !path.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
 
 /// `ember train` with a checkpoint after every epoch (the default is at most one per 10 s).
 fn train_args<'a>(cfg: &'a str, out: &'a str) -> Vec<&'a str> {
@@ -67,7 +45,10 @@ fn resume_after_sigkill_or_ctrl_c_ends_with_the_same_weights() {
     // SIGKILL in the middle of epoch 3.
     let killed = dir.join("killed");
     let mut child = spawn(&train_args(cfg, path_str(&killed)));
-    wait_for(&killed.join("checkpoint/epoch-2.json"));
+    wait_for(
+        &killed.join("checkpoint/epoch-2.json"),
+        Duration::from_secs(120),
+    );
     std::thread::sleep(Duration::from_millis(150));
     child.kill().unwrap();
     child.wait().unwrap();
@@ -95,7 +76,10 @@ fn resume_after_sigkill_or_ctrl_c_ends_with_the_same_weights() {
     // Ctrl-C: stops at the end of the epoch with a checkpoint, exit 130, then resumes.
     let stopped = dir.join("stopped");
     let child = spawn(&train_args(cfg, path_str(&stopped)));
-    wait_for(&stopped.join("checkpoint/epoch-1.json"));
+    wait_for(
+        &stopped.join("checkpoint/epoch-1.json"),
+        Duration::from_secs(120),
+    );
     Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

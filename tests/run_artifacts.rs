@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn png_size(path: &std::path::Path) -> (u32, u32) {
     let file = std::fs::File::open(path).unwrap();
@@ -183,28 +183,18 @@ fn a_full_disk_fails_before_training() {
 fn two_runs_cannot_share_an_out_folder_and_a_finished_run_is_not_overwritten() {
     let dir = scratch("lock");
     let run = dir.join("run");
-    let mut first = Command::new(EMBER)
-        .args([
-            "train",
-            "configs/tabular-mlp.toml",
-            "--device",
-            "cpu",
-            "--epochs",
-            "200",
-            "--out",
-            path_str(&run),
-            "-q",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !run.join("config.toml").exists() {
-        assert!(start.elapsed() < Duration::from_secs(60));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut first = spawn(&[
+        "train",
+        "configs/tabular-mlp.toml",
+        "--device",
+        "cpu",
+        "--epochs",
+        "200",
+        "--out",
+        path_str(&run),
+        "-q",
+    ]);
+    wait_for(&run.join("config.toml"), Duration::from_secs(60));
     let o = ember(&[
         "train",
         "configs/tabular-mlp.toml",
@@ -251,28 +241,18 @@ fn a_data_file_changed_during_the_run_is_not_reread() {
         ),
     );
     let run = dir.join("run");
-    let child = Command::new(EMBER)
-        .args([
-            "train",
-            path_str(&cfg),
-            "--device",
-            "cpu",
-            "--epochs",
-            "8",
-            "--out",
-            path_str(&run),
-            "-q",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !run.join("metrics.csv").exists() {
-        assert!(start.elapsed() < Duration::from_secs(60));
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let child = spawn(&[
+        "train",
+        path_str(&cfg),
+        "--device",
+        "cpu",
+        "--epochs",
+        "8",
+        "--out",
+        path_str(&run),
+        "-q",
+    ]);
+    wait_for(&run.join("metrics.csv"), Duration::from_secs(60));
     std::fs::write(&csv, "garbage\n").unwrap();
     let o = child.wait_with_output().unwrap();
     ok(&o);

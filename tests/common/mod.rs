@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 pub const EMBER: &str = env!("CARGO_BIN_EXE_ember");
 
@@ -22,6 +23,26 @@ pub fn ember(args: &[&str]) -> Output {
         .env("RUST_BACKTRACE", "1")
         .output()
         .expect("ember runs")
+}
+
+/// Starts ember with `args` in the project root, in the background, its output piped.
+pub fn spawn(args: &[&str]) -> Child {
+    Command::new(EMBER)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ember starts")
+}
+
+/// Waits until `path` exists; fails the test after `limit`.
+pub fn wait_for(path: &Path, limit: Duration) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(start.elapsed() < limit, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 pub fn stdout(o: &Output) -> String {
