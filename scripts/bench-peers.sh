@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench-peers`: ember and the peer scripts of ../shared/peers (PyTorch as posted, PyTorch
+# `make bench-peers`: ember and the peer scripts of bench/peers (PyTorch as posted, PyTorch
 # best effort, Keras fit, JAX jit step, JAX jit + scan) on the same machine, with the same thread
 # count, pinned to the same cores, in alternating runs; then BENCHMARKS.md from the records.
 #
@@ -7,7 +7,7 @@
 #   ROUNDS=1 JOBS=tabular-mlp THREADS_LIST=1 scripts/bench-peers.sh
 #
 # Knobs: ROUNDS (3), THREADS_LIST ("1 2"), JOBS (all three), PEER_VARIANTS (below),
-# PEERS_DIR (../shared/peers), PEERS_VENV (/tmp/peers-venv, made from the peers'
+# PEERS_DIR (bench/peers in this repository), PEERS_VENV (/tmp/peers-venv, made from the peers'
 # requirements.txt on first use: about 5 GB), PEERS_DATA (/tmp/peers-data), PEERS_MAX_S (20: a
 # peer run stops after the epoch that passes this many seconds, at least 2 epochs),
 # QUIET_WAIT (60: seconds to wait for other processes to go quiet before each run; 0 = don't),
@@ -16,7 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-PEERS_DIR=$(realpath "${PEERS_DIR:-../shared/peers}" 2>/dev/null || true)
+# The peer scripts ship with ember in bench/peers, found from this script's location (the cd
+# above); a relative PEERS_DIR is taken from the repository root, like every path here.
+default_peers_dir=$root/bench/peers
+PEERS_DIR=$(realpath "${PEERS_DIR:-$default_peers_dir}" 2>/dev/null || true)
 PEERS_VENV=${PEERS_VENV:-/tmp/peers-venv}
 export PEERS_DATA=${PEERS_DATA:-/tmp/peers-data}
 export PEERS_MAX_S=${PEERS_MAX_S:-20}
@@ -33,7 +36,7 @@ declare -A EMBER_EPOCHS=([fashion-mlp]=5 [tabular-mlp]=40 [linear-scalar]=150)
 declare -A WORKLOAD=([fashion-mlp]=w1 [tabular-mlp]=w2 [linear-scalar]=w3)
 
 die() { echo "bench-peers: $*" >&2; exit 1; }
-[[ -f "$PEERS_DIR/common.py" ]] || die "no peer scripts at ${PEERS_DIR:-../shared/peers} (set PEERS_DIR)"
+[[ -f "$PEERS_DIR/common.py" ]] || die "no peer scripts at ${PEERS_DIR:-$default_peers_dir} (set PEERS_DIR)"
 command -v taskset >/dev/null || die "taskset (util-linux) is needed to pin runs to cores"
 ncpu=$(nproc)
 

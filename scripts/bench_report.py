@@ -148,7 +148,7 @@ def table(a):
       "the peer's. *first* is the first epoch in seconds (warm-up). *busy* is the most other "
       "processes kept busy (cores) during any of the row's runs.")
     w("- ember trains through its `Learner` exactly as `ember train` does; *bare* is ember's own step "
-      "loop (forward, backward, optimizer step) for comparison. Peer scripts: `../shared/peers/` "
+      "loop (forward, backward, optimizer step) for comparison. Peer scripts: `bench/peers/` "
       "(README there); same model, loss, optimizer, batch size and data.\n")
 
     for job, wl in JOBS:

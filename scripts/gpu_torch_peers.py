@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch on the GPU for the three jobs, as the reference ember is measured against there
-(run by scripts/gpu-check.sh; the peer scripts of ../shared/peers do not travel to the GPU
-machine and are CPU-only, so this is their `torch-best` variant moved to CUDA, plus CUDA graphs).
+(run by scripts/gpu-check.sh; the peer scripts in bench/peers are CPU-only and need their own
+large environment, so this is their `torch-best` variant moved to CUDA, plus CUDA graphs).
 
   gpu_torch_peers.py JOB --variant best|graphs [--epochs N] [--fashion DIR] [--json FILE]
 
@@ -42,7 +42,7 @@ def fashion(dirname):
 
 
 def tabular_table():
-    """The deterministic table of ../shared/peers/README.md (numpy's RandomState(0) rule)."""
+    """The deterministic table of bench/peers/README.md ("W2": numpy's RandomState(0) rule)."""
     n, d = 200_000, 61
     rs = np.random.RandomState(0)
     u = rs.random_sample((n, d))

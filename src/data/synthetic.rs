@@ -1,5 +1,5 @@
 //! The built-in tables: the tabular job's synthetic data, generated exactly as the peer
-//! benchmarks generate theirs (`../shared/peers/README.md`, "W2"), so ember and the peers train
+//! benchmarks generate theirs (`bench/peers/README.md`, "W2"), so ember and the peers train
 //! on identical numbers; and the linear-scalar job's `arange` tensors from the seed question.
 
 use super::{HostSplit, Labels, Matrix};
