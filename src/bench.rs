@@ -105,6 +105,7 @@ pub fn run<D: Backends>(
         init_from: None,
         tui: false,
         checkpoint_every: crate::train::DEFAULT_CHECKPOINT_SECONDS,
+        progress_every: crate::train::DEFAULT_PROGRESS_SECONDS,
     };
     let report = crate::train::run::<D>(Some(config_path), &args, &Console::new(Verbosity::Quiet));
     let wall = started.elapsed().as_secs_f64();

@@ -13,7 +13,7 @@ use burn::train::renderer::{
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Verbosity {
@@ -214,11 +214,6 @@ impl MetricsRenderer for BarRenderer {
     fn register_metric(&mut self, definition: MetricDefinition) {
         self.names.insert(definition.metric_id, definition.name);
     }
-}
-
-/// Lets the bar redraw between reports without a thread of ours.
-pub fn tick_interval() -> Duration {
-    Duration::from_millis(250)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 #[command(
     name = "ember",
     version,
-    about = "Train small models fast on Burn: data on the device, CUDA or CPU"
+    about = "Train small models fast on Burn: data on the device, CUDA, wgpu or CPU"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -66,7 +66,7 @@ enum Command {
         /// Other data: a folder of IDX files (fashion-mlp) or a CSV file (table jobs).
         #[arg(long)]
         data: Option<PathBuf>,
-        /// auto, cpu, cuda or cuda:N.
+        /// auto, cpu, cuda[:N] or wgpu[:N] (see ember info).
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
     },
@@ -81,7 +81,7 @@ enum Command {
         /// Where to write the CSV (default: stdout).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// auto, cpu, cuda or cuda:N.
+        /// auto, cpu, cuda[:N] or wgpu[:N] (see ember info).
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
     },
@@ -118,7 +118,7 @@ enum Command {
     Bench {
         /// The job file.
         config: PathBuf,
-        /// auto, cpu, cuda or cuda:N.
+        /// auto, cpu, cuda[:N] or wgpu[:N] (see ember info).
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
         /// Epochs to time (the first is reported apart as warm-up).
@@ -138,9 +138,9 @@ enum Command {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The backends this binary runs on: CUDA (with fusion) when built with the `cuda` feature, and
-/// Burn's CPU backend. This is the only place that names them, so Burn's generic code is
-/// compiled for them here, once.
+/// The backends this binary runs on: CUDA and wgpu (each with fusion) when built with their
+/// features, and Burn's CPU backend. This is the only place that names them, so Burn's generic
+/// code is compiled for them here, once.
 struct AllBackends;
 
 impl Backends for AllBackends {
@@ -153,11 +153,20 @@ impl Backends for AllBackends {
             ),
             #[cfg(not(feature = "cuda"))]
             Device::Cuda(_) => unreachable!("choose() never picks CUDA without the cuda feature"),
+            #[cfg(feature = "wgpu")]
+            Device::Wgpu(t) => task.run::<burn::backend::Autodiff<burn::backend::Wgpu>>(
+                ember::device::adapters::burn_device(t),
+            ),
+            #[cfg(not(feature = "wgpu"))]
+            Device::Wgpu(_) => unreachable!("choose() never picks wgpu without the wgpu feature"),
         }
     }
 }
 
 fn main() {
+    // SAFETY: the first thing the process does, while it has one thread.
+    unsafe { ember::device::adapters::quiet_wayland_probe() };
+    ember::logging::init_from_env();
     let cli = Cli::parse();
     let verbosity = if cli.quiet {
         Verbosity::Quiet
@@ -352,7 +361,12 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
             } else {
                 "no cuda (built without the `cuda` feature)"
             };
-            console.always(&format!("backends: cpu (flex), {cuda}"));
+            let wgpu = if cfg!(feature = "wgpu") {
+                "wgpu (with fusion)"
+            } else {
+                "no wgpu (built without the `wgpu` feature)"
+            };
+            console.always(&format!("backends: cpu (flex), {cuda}, {wgpu}"));
             console.always(&format!("cpu: {} threads", rayon::current_num_threads()));
             match ember::device::cuda_devices() {
                 Ok(devices) if !devices.is_empty() => {
@@ -362,6 +376,17 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
                 }
                 Ok(_) => console.always("cuda: no device found"),
                 Err(why) => console.always(&format!("cuda: unavailable ({why})")),
+            }
+            let adapters = ember::device::adapters::list();
+            if adapters.is_empty() {
+                console.always("wgpu: no adapter found");
+            }
+            for (i, adapter) in adapters.iter().enumerate() {
+                console.always(&format!("wgpu:{i}: {}", adapter.describe()));
+            }
+            match ember::device::auto_device() {
+                Ok(d) => console.always(&format!("--device auto: {d}")),
+                Err(e) => console.always(&format!("--device auto: {e}")),
             }
             Ok(())
         }

@@ -32,6 +32,8 @@ pub struct Summary {
     pub message: Option<String>,
     pub config_hash: String,
     pub device: String,
+    /// The hardware the device is: the GPU's or wgpu adapter's name, or `cpu`.
+    pub adapter: String,
     pub data: String,
     pub params: usize,
     pub epochs_done: usize,
@@ -45,6 +47,9 @@ pub struct Summary {
     pub wall_seconds: f64,
     /// Training steps per second over all epochs of this process and earlier ones.
     pub steps_per_s: f64,
+    /// Tensors this process read back from the device (ember's own reads; see
+    /// `device::host_read`).
+    pub host_reads: usize,
     pub ember_version: String,
     pub burn_version: String,
     pub git_commit: Option<String>,
@@ -68,6 +73,7 @@ impl Summary {
             message,
             config_hash: r.config.hash(),
             device: r.device.to_string(),
+            adapter: r.adapter.clone(),
             data: r.data_source.clone(),
             params: r.params,
             epochs_done: h.last().map_or(0, |e| e.epoch),
@@ -86,6 +92,7 @@ impl Summary {
             } else {
                 0.0
             },
+            host_reads: r.host_reads,
             ember_version: env!("CARGO_PKG_VERSION").to_string(),
             burn_version: BURN_VERSION.to_string(),
             git_commit: option_env!("EMBER_GIT_COMMIT").map(str::to_string),

@@ -1,7 +1,11 @@
 //! The device-resident loader: a whole split is uploaded once, and every batch is cut on the
-//! device: a `narrow` in file order, or a `select` through the epoch's permutation when
-//! shuffling (the permutation, drawn on the host from the seed and the epoch number, is the only
-//! thing uploaded per epoch). It implements Burn's `DataLoader`, so the Learner takes it as is.
+//! device with a `narrow`. When shuffling, the split is first put in the epoch's order with one
+//! `select` per tensor (the permutation, drawn on the host from the seed and the epoch number, is
+//! the only thing uploaded per epoch). It implements Burn's `DataLoader`, so the Learner takes it
+//! as is.
+//!
+//! One gather per epoch rather than one per batch moves the same bytes with one kernel per
+//! tensor instead of one per tensor and batch.
 
 use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::prelude::*;
@@ -19,6 +23,24 @@ pub trait Rows<B: Backend>: Clone + Send + Sync + 'static {
     fn select(&self, indices: Tensor<B, 1, Int>) -> Self;
     /// The same rows on another device.
     fn to_device(&self, device: &B::Device) -> Self;
+}
+
+/// `t`'s rows at `indices`, computed before anything else is queued on the device. Burn 0.21's
+/// fusion backends merge the gathers of a batch's tensors into one kernel, and when their widths
+/// differ (a `[n, 40]` input beside a `[n, 1]` target) the narrower one comes out wrong: the
+/// GPU-path tests caught it on wgpu, where shuffled epochs did not train on the rows they were
+/// given. A sync after each gather keeps them apart; it runs once per tensor and epoch.
+pub fn gather_rows<B: Backend, const D: usize, K>(
+    t: &Tensor<B, D, K>,
+    indices: &Tensor<B, 1, Int>,
+) -> Tensor<B, D, K>
+where
+    K: burn::tensor::BasicOps<B>,
+{
+    let rows = t.clone().select(0, indices.clone());
+    // A failed sync surfaces again, with its message, at the next read of the device.
+    B::sync(&rows.device()).ok();
+    rows
 }
 
 /// Which epoch's order the next `iter()` uses. `iter` is not told the epoch, so the training
@@ -107,35 +129,30 @@ impl<B: Backend, T: Rows<B>> DeviceLoader<B, T> {
     }
 }
 
-struct BatchIter<'a, B: Backend, T: Rows<B>> {
-    loader: &'a DeviceLoader<B, T>,
-    /// The epoch's permutation on the device, when shuffling.
-    permutation: Option<Tensor<B, 1, Int>>,
+struct BatchIter<B: Backend, T: Rows<B>> {
+    /// The split in this epoch's order.
+    data: T,
+    batch_size: usize,
     next_row: usize,
     total: usize,
+    _backend: std::marker::PhantomData<B>,
 }
 
-impl<B: Backend, T: Rows<B>> Iterator for BatchIter<'_, B, T> {
+impl<B: Backend, T: Rows<B>> Iterator for BatchIter<B, T> {
     type Item = T;
 
     fn next(&mut self) -> Option<T> {
         if self.next_row >= self.total {
             return None;
         }
-        let len = self.loader.batch_size.min(self.total - self.next_row);
-        let batch = match &self.permutation {
-            None => self.loader.data.narrow(self.next_row, len),
-            Some(p) => self
-                .loader
-                .data
-                .select(p.clone().narrow(0, self.next_row, len)),
-        };
+        let len = self.batch_size.min(self.total - self.next_row);
+        let batch = self.data.narrow(self.next_row, len);
         self.next_row += len;
         Some(batch)
     }
 }
 
-impl<B: Backend, T: Rows<B>> DataLoaderIterator<T> for BatchIter<'_, B, T> {
+impl<B: Backend, T: Rows<B>> DataLoaderIterator<T> for BatchIter<B, T> {
     fn progress(&self) -> Progress {
         Progress::new(self.next_row, self.total)
     }
@@ -143,8 +160,8 @@ impl<B: Backend, T: Rows<B>> DataLoaderIterator<T> for BatchIter<'_, B, T> {
 
 impl<B: Backend, T: Rows<B>> DataLoader<B, T> for DeviceLoader<B, T> {
     fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<T> + 'a> {
-        let permutation = match self.order {
-            Order::Sequential => None,
+        let data = match self.order {
+            Order::Sequential => self.data.clone(),
             Order::Shuffled { .. } => {
                 let order: Vec<i64> = self
                     .order_of(self.epoch.get())
@@ -152,14 +169,16 @@ impl<B: Backend, T: Rows<B>> DataLoader<B, T> for DeviceLoader<B, T> {
                     .map(|i| i as i64)
                     .collect();
                 let n = order.len();
-                Some(Tensor::from_data(TensorData::new(order, [n]), &self.device))
+                self.data
+                    .select(Tensor::from_data(TensorData::new(order, [n]), &self.device))
             }
         };
         Box::new(BatchIter {
-            loader: self,
-            permutation,
+            data,
+            batch_size: self.batch_size,
             next_row: 0,
             total: self.rows_per_epoch(),
+            _backend: std::marker::PhantomData,
         })
     }
 

@@ -1,34 +1,48 @@
 //! Choosing where to train, and the seam where ember's generic code meets concrete Burn
 //! backends: a [`Backends`] implementation runs an [`OnBackend`] task on `Autodiff<Flex>` (the
-//! CPU) or, in the binary, on `Autodiff<Cuda>` (with fusion), picked at run time.
+//! CPU) or, in the binary, on `Autodiff<Cuda>` or `Autodiff<Wgpu>` (both with fusion), picked
+//! at run time.
+
+pub mod adapters;
+mod cubecl_config;
+pub mod host_read;
 
 use crate::error::Result;
 use crate::input_err;
+use adapters::{Adapter, WgpuTarget};
 use burn::backend::{Autodiff, Flex};
 use std::str::FromStr;
 
 /// What the user asked for with `--device`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeviceRequest {
-    /// CUDA when compiled in and a GPU is present, else the CPU.
+    /// CUDA, else a real GPU through wgpu, else the CPU.
     Auto,
     Cpu,
     Cuda(usize),
+    /// A row of `ember info`'s wgpu list.
+    Wgpu(usize),
 }
 
 impl FromStr for DeviceRequest {
     type Err = String;
 
     fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let indexed = |prefix: &str| -> Option<usize> {
+            match s.strip_prefix(prefix)? {
+                "" => Some(0),
+                n => n.strip_prefix(':')?.parse().ok(),
+            }
+        };
         match s {
             "auto" => Ok(DeviceRequest::Auto),
             "cpu" => Ok(DeviceRequest::Cpu),
-            "cuda" => Ok(DeviceRequest::Cuda(0)),
-            _ => s
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse().ok())
+            _ => indexed("cuda")
                 .map(DeviceRequest::Cuda)
-                .ok_or_else(|| format!("\"{s}\" is not a device: use auto, cpu, cuda or cuda:N")),
+                .or_else(|| indexed("wgpu").map(DeviceRequest::Wgpu))
+                .ok_or_else(|| {
+                    format!("\"{s}\" is not a device: use auto, cpu, cuda, cuda:N, wgpu or wgpu:N")
+                }),
         }
     }
 }
@@ -38,6 +52,7 @@ impl FromStr for DeviceRequest {
 pub enum Device {
     Cpu,
     Cuda(usize),
+    Wgpu(WgpuTarget),
 }
 
 impl std::fmt::Display for Device {
@@ -45,6 +60,7 @@ impl std::fmt::Display for Device {
         match self {
             Device::Cpu => write!(f, "cpu"),
             Device::Cuda(i) => write!(f, "cuda:{i}"),
+            Device::Wgpu(t) => write!(f, "wgpu:{}", t.row),
         }
     }
 }
@@ -77,22 +93,73 @@ pub fn cuda_devices() -> std::result::Result<Vec<String>, String> {
     }
 }
 
-/// Resolves `--device` against what is present.
+/// What `--device auto` picks from what is present: CUDA, then a real GPU through wgpu
+/// (discrete, then integrated), then the CPU. A software Vulkan device is never picked.
+pub fn auto(cuda_count: usize, adapters: &[Adapter]) -> Result<Device> {
+    if cuda_count > 0 {
+        return Ok(Device::Cuda(0));
+    }
+    match adapters::auto_row(adapters) {
+        Some(row) => adapters::target(adapters, row).map(Device::Wgpu),
+        None => Ok(Device::Cpu),
+    }
+}
+
+/// What `--device auto` picks on this machine.
+pub fn auto_device() -> Result<Device> {
+    let cuda = cuda_devices().map_or(0, |d| d.len());
+    // Listing adapters starts the Vulkan loader: only when there is no CUDA device.
+    let adapters = if cuda == 0 {
+        adapters::list()
+    } else {
+        Vec::new()
+    };
+    auto(cuda, &adapters)
+}
+
+/// Resolves `--device` against what is present, and sets up CubeCL before a GPU device is
+/// first used.
 pub fn choose(request: DeviceRequest) -> Result<Device> {
-    match request {
-        DeviceRequest::Cpu => Ok(Device::Cpu),
-        DeviceRequest::Auto => Ok(match cuda_devices() {
-            Ok(devices) if !devices.is_empty() => Device::Cuda(0),
-            _ => Device::Cpu,
-        }),
+    let device = match request {
+        DeviceRequest::Cpu => Device::Cpu,
+        DeviceRequest::Auto => auto_device()?,
         DeviceRequest::Cuda(i) => match cuda_devices() {
-            Ok(devices) if i < devices.len() => Ok(Device::Cuda(i)),
-            Ok(devices) => Err(input_err!(
-                "--device cuda:{i}: this machine has {} CUDA device(s)",
-                devices.len()
-            )),
-            Err(why) => Err(input_err!("--device cuda: {why}; use --device cpu or auto")),
+            Ok(devices) if i < devices.len() => Device::Cuda(i),
+            Ok(devices) => {
+                return Err(input_err!(
+                    "--device cuda:{i}: this machine has {} CUDA device(s)",
+                    devices.len()
+                ));
+            }
+            Err(why) => return Err(input_err!("--device cuda: {why}; use --device cpu or auto")),
         },
+        DeviceRequest::Wgpu(row) => {
+            if !cfg!(feature = "wgpu") {
+                return Err(input_err!(
+                    "--device wgpu: this ember was built without the `wgpu` feature"
+                ));
+            }
+            Device::Wgpu(adapters::target(&adapters::list(), row)?)
+        }
+    };
+    if device != Device::Cpu {
+        cubecl_config::install();
+    }
+    Ok(device)
+}
+
+/// The hardware a device runs on: the GPU's or adapter's name, or `cpu`.
+pub fn hardware(device: Device) -> String {
+    match device {
+        Device::Cpu => "cpu".to_string(),
+        Device::Cuda(i) => cuda_devices()
+            .ok()
+            .and_then(|d| d.get(i).cloned())
+            .unwrap_or_default(),
+        Device::Wgpu(t) => adapters::list()
+            .get(t.row)
+            .map(|a| a.name.clone())
+            .unwrap_or_default(),
     }
 }
 
@@ -103,12 +170,16 @@ pub fn describe(device: Device) -> String {
             "cpu (Burn flex backend, {} threads)",
             rayon::current_num_threads()
         ),
-        Device::Cuda(i) => {
-            let name = cuda_devices()
-                .ok()
-                .and_then(|d| d.get(i).cloned())
+        Device::Cuda(i) => format!(
+            "cuda:{i} ({}, Burn CUDA backend with fusion)",
+            hardware(device)
+        ),
+        Device::Wgpu(t) => {
+            let adapter = adapters::list()
+                .get(t.row)
+                .map(Adapter::describe)
                 .unwrap_or_default();
-            format!("cuda:{i} ({name}, Burn CUDA backend with fusion)")
+            format!("wgpu:{} ({adapter}; Burn wgpu backend with fusion)", t.row)
         }
     }
 }
@@ -138,7 +209,9 @@ impl Backends for CpuOnly {
     fn dispatch<T: OnBackend>(device: Device, task: T) -> T::Output {
         match device {
             Device::Cpu => task.run::<CpuBackend>(Default::default()),
-            Device::Cuda(_) => unreachable!("CpuOnly serves programs that never choose CUDA"),
+            Device::Cuda(_) | Device::Wgpu(_) => {
+                unreachable!("CpuOnly serves programs that never choose a GPU")
+            }
         }
     }
 }
@@ -171,7 +244,33 @@ mod tests {
         assert_eq!("cpu".parse(), Ok(DeviceRequest::Cpu));
         assert_eq!("cuda".parse(), Ok(DeviceRequest::Cuda(0)));
         assert_eq!("cuda:3".parse(), Ok(DeviceRequest::Cuda(3)));
-        assert!("gpu".parse::<DeviceRequest>().is_err());
-        assert!("cuda:x".parse::<DeviceRequest>().is_err());
+        assert_eq!("wgpu".parse(), Ok(DeviceRequest::Wgpu(0)));
+        assert_eq!("wgpu:2".parse(), Ok(DeviceRequest::Wgpu(2)));
+        for bad in ["gpu", "cuda:x", "cuda3", "wgpu:", "wgpu:-1"] {
+            assert!(bad.parse::<DeviceRequest>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn auto_takes_cuda_then_a_real_gpu_then_the_cpu() {
+        use adapters::AdapterKind;
+        let adapter = |kind| Adapter {
+            name: "x".into(),
+            kind,
+            api: "Vulkan".into(),
+            driver: String::new(),
+        };
+        let lavapipe = adapter(AdapterKind::Cpu);
+        let gpu = adapter(AdapterKind::DiscreteGpu);
+        assert_eq!(auto(1, &[gpu.clone()]).ok(), Some(Device::Cuda(0)));
+        assert_eq!(
+            auto(0, std::slice::from_ref(&lavapipe)).ok(),
+            Some(Device::Cpu)
+        );
+        assert_eq!(auto(0, &[]).ok(), Some(Device::Cpu));
+        let Ok(Device::Wgpu(t)) = auto(0, &[lavapipe, gpu]) else {
+            panic!("a discrete GPU is taken");
+        };
+        assert_eq!((t.row, t.kind, t.index), (1, AdapterKind::DiscreteGpu, 0));
     }
 }

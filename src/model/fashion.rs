@@ -8,7 +8,7 @@ use super::{
     matrix_rows, rows_of, train_output,
 };
 use crate::config::Init;
-use crate::data::loader::Rows;
+use crate::data::loader::{Rows, gather_rows};
 use crate::data::{HostSplit, Labels};
 use crate::ops::{Activation, EmberBackend, TrainBackend, linear};
 use burn::nn::Linear;
@@ -100,8 +100,8 @@ impl<B: Backend> Rows<B> for ImageBatch<B> {
     }
     fn select(&self, indices: Tensor<B, 1, Int>) -> Self {
         Self {
-            images: self.images.clone().select(0, indices.clone()),
-            labels: self.labels.clone().select(0, indices),
+            images: gather_rows(&self.images, &indices),
+            labels: gather_rows(&self.labels, &indices),
         }
     }
     fn to_device(&self, device: &B::Device) -> Self {

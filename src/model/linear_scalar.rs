@@ -6,7 +6,7 @@ use super::{
     rows_of, train_output,
 };
 use crate::config::Init;
-use crate::data::loader::Rows;
+use crate::data::loader::{Rows, gather_rows};
 use crate::data::{HostSplit, Labels};
 use crate::ops::{EmberBackend, TrainBackend};
 use burn::module::Param;
@@ -96,9 +96,9 @@ impl<B: Backend> Rows<B> for ScalarBatch<B> {
     }
     fn select(&self, indices: Tensor<B, 1, Int>) -> Self {
         Self {
-            x: self.x.clone().select(0, indices.clone()),
-            f: self.f.clone().select(0, indices.clone()),
-            y: self.y.clone().select(0, indices),
+            x: gather_rows(&self.x, &indices),
+            f: gather_rows(&self.f, &indices),
+            y: gather_rows(&self.y, &indices),
         }
     }
     fn to_device(&self, device: &B::Device) -> Self {

@@ -127,15 +127,7 @@ impl<B: Backend> StepTotals<B> {
     }
 }
 
-/// The single value of a one-element tensor.
-pub fn scalar<B: Backend>(t: Tensor<B, 1>) -> f64 {
-    t.into_data()
-        .convert::<f64>()
-        .to_vec::<f64>()
-        .ok()
-        .and_then(|v| v.first().copied())
-        .unwrap_or(f64::NAN)
-}
+pub use crate::device::host_read::scalar;
 
 impl<B: Backend> ItemLazy for StepOutput<B> {
     type ItemSync = StepStats;
@@ -226,8 +218,7 @@ pub const PREDICT_CHUNK: usize = 8192;
 /// The rows of a row-major `[n, k]` tensor.
 pub fn rows_of<B: Backend>(t: Tensor<B, 2>) -> Vec<Vec<f32>> {
     let [_, k] = t.dims();
-    let v: Vec<f32> = t
-        .into_data()
+    let v: Vec<f32> = crate::device::host_read::read(t)
         .convert::<f32>()
         .to_vec()
         .expect("a float tensor reads back as f32");

@@ -6,7 +6,7 @@ use super::{
     train_output,
 };
 use crate::config::Init;
-use crate::data::loader::Rows;
+use crate::data::loader::{Rows, gather_rows};
 use crate::data::{HostSplit, Labels};
 use crate::ops::{Activation, EmberBackend, TrainBackend, linear};
 use burn::nn::Linear;
@@ -98,8 +98,8 @@ impl<B: Backend> Rows<B> for TableBatch<B> {
     }
     fn select(&self, indices: Tensor<B, 1, Int>) -> Self {
         Self {
-            features: self.features.clone().select(0, indices.clone()),
-            labels: self.labels.clone().select(0, indices),
+            features: gather_rows(&self.features, &indices),
+            labels: gather_rows(&self.labels, &indices),
         }
     }
     fn to_device(&self, device: &B::Device) -> Self {

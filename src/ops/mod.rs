@@ -10,7 +10,7 @@
 //!   the three gradients from the saved output.
 //!
 //! The trait's default methods compose Burn's own operations, so every backend has them (CUDA
-//! uses the defaults, which Burn's fusion compiles into few kernels); the CPU backend overrides
+//! and wgpu use the defaults, which Burn's fusion compiles into few kernels); the CPU backend overrides
 //! them with kernels of its own (`kernels.rs`), and `autodiff.rs` records their backward.
 
 mod autodiff;
@@ -227,6 +227,9 @@ impl EmberBackend for Flex {
 
 #[cfg(feature = "cuda")]
 impl EmberBackend for burn::backend::Cuda {}
+
+#[cfg(feature = "wgpu")]
+impl EmberBackend for burn::backend::Wgpu {}
 
 #[cfg(test)]
 mod tests {

@@ -37,10 +37,14 @@ use strategy::{EmberStrategy, RunLog};
 /// would otherwise spend more time on disk writes than on training.
 pub const DEFAULT_CHECKPOINT_SECONDS: f64 = 10.0;
 
+/// The running loss is read this often for the progress bar (and the NaN guard): a few times a
+/// second is enough for a person, and costs one device sync each.
+pub const DEFAULT_PROGRESS_SECONDS: f64 = 0.25;
+
 /// The options of `ember train` (the config file aside).
 #[derive(Debug, Clone, clap::Args)]
 pub struct TrainArgs {
-    /// auto, cpu, cuda or cuda:N.
+    /// auto, cpu, cuda[:N] or wgpu[:N] (see ember info).
     #[arg(long, default_value = "auto")]
     pub device: DeviceRequest,
     /// Override the number of epochs.
@@ -71,6 +75,10 @@ pub struct TrainArgs {
     /// and a Ctrl-C always get one.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CHECKPOINT_SECONDS)]
     pub checkpoint_every: f64,
+    /// Seconds between two reads of the running loss, for the progress bar and the NaN guard;
+    /// 0 reads it only at the end of each epoch.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_PROGRESS_SECONDS)]
+    pub progress_every: f64,
 }
 
 /// What a finished (or stopped) run reports.
@@ -78,11 +86,15 @@ pub struct RunReport {
     pub run_dir: PathBuf,
     pub config: JobConfig,
     pub device: Device,
+    /// The device's hardware name (see `device::hardware`).
+    pub adapter: String,
     pub history: Vec<EpochRecord>,
     pub wall_seconds: f64,
     pub failure: Option<EmberError>,
     pub data_source: String,
     pub params: usize,
+    /// Device-to-host reads of this process.
+    pub host_reads: usize,
 }
 
 /// Resolves the config (the job file, or the resumed run's own), loads the data, trains, and
@@ -193,6 +205,7 @@ pub fn run<D: Backends>(
     let log = Arc::new(Mutex::new(RunLog::default()));
     let task = TrainTask {
         config: config.clone(),
+        device,
         data: &data,
         args,
         console,
@@ -204,16 +217,19 @@ pub fn run<D: Backends>(
         run_dir: prepared.run_dir,
         config,
         device,
+        adapter: device::hardware(device),
         history: log.history,
         wall_seconds: started.elapsed().as_secs_f64(),
         failure: log.failure,
         data_source: data.source.clone(),
         params: prepared.params,
+        host_reads: device::host_read::count(),
     })
 }
 
 struct TrainTask<'a> {
     config: JobConfig,
+    device: Device,
     data: &'a HostData,
     args: &'a TrainArgs,
     console: &'a Console,
@@ -397,8 +413,12 @@ impl TrainTask<'_> {
             log: self.log.clone(),
             console: self.console.clone(),
             stop: signals::StopSignal::install(),
-            report_every: crate::console::tick_interval(),
+            report_every: match self.args.progress_every {
+                s if s > 0.0 => Duration::from_secs_f64(s),
+                _ => Duration::MAX,
+            },
             checkpoint_every: Duration::from_secs_f64(self.args.checkpoint_every.max(0.0)),
+            wait_for_checkpoints: self.device != Device::Cpu,
         };
         std::fs::create_dir_all(run.file(run_dir::CHECKPOINTS))
             .map_err(|e| EmberError::write(&run.file(run_dir::CHECKPOINTS), e))?;

@@ -48,6 +48,11 @@ pub struct EmberStrategy<LC: LearningComponentsTypes> {
     pub report_every: Duration,
     /// Minimum time between two checkpoints; the last epoch and a Ctrl-C always get one.
     pub checkpoint_every: Duration,
+    /// Wait for each checkpoint to be written before training on. Burn 0.21's fusion backends
+    /// (CUDA, wgpu) lose a tensor that the checkpointer's thread reads while the training
+    /// thread goes on ("Should have handle for tensor" in `burn-ir`); the CPU backend has no
+    /// such race, and there the write overlaps the next epoch.
+    pub wait_for_checkpoints: bool,
 }
 
 /// Saves every epoch; ember's checkpoint commit removes the older ones.
@@ -77,16 +82,9 @@ impl<B: Backend> ModuleVisitor<B> for NonFinite<B> {
 fn non_finite_weights<B: Backend, M: Module<B>>(model: &M) -> bool {
     let mut v = NonFinite::<B> { count: None };
     model.visit(&mut v);
+    // A failed read (NaN) counts as non-finite.
     v.count
-        .map(|c| {
-            c.into_data()
-                .convert::<i64>()
-                .to_vec::<i64>()
-                .ok()
-                .and_then(|v| v.first().copied())
-                .unwrap_or(1)
-                != 0
-        })
+        .map(|c| crate::device::host_read::scalar(c) != 0.0)
         .unwrap_or(false)
 }
 
@@ -331,6 +329,12 @@ where
                 c.checkpoint(&learner, epoch, &components.event_store);
                 last_saved = Some(epoch);
                 last_checkpoint = Instant::now();
+                if self.wait_for_checkpoints
+                    && let Err(e) = self.checkpoints.wait_for(epoch)
+                {
+                    self.fail(e);
+                    break;
+                }
             }
             self.console.line(&self.epoch_line(&record, epochs));
             if stopping {

@@ -7,9 +7,27 @@ use std::time::{Duration, Instant};
 
 pub const EMBER: &str = env!("CARGO_BIN_EXE_ember");
 
-/// A fresh scratch folder for one test.
+/// The ember binary under test: `EMBER_BIN` where set (a packed binary on a GPU machine, which
+/// has no cargo), else the one cargo built.
+pub fn bin() -> PathBuf {
+    std::env::var_os("EMBER_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(EMBER))
+}
+
+/// The folder holding `configs/` and `datasets/`: `EMBER_ROOT`, else the source tree.
+pub fn root() -> PathBuf {
+    std::env::var_os("EMBER_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
+/// A fresh scratch folder for one test (under `EMBER_SCRATCH` where set).
 pub fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let base = std::env::var_os("EMBER_SCRATCH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
+    let dir = base.join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -17,9 +35,9 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// Runs ember with `args` in the project root, on the CPU.
 pub fn ember(args: &[&str]) -> Output {
-    Command::new(EMBER)
+    Command::new(bin())
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(root())
         .env("RUST_BACKTRACE", "1")
         .output()
         .expect("ember runs")
@@ -27,9 +45,9 @@ pub fn ember(args: &[&str]) -> Output {
 
 /// Starts ember with `args` in the project root, in the background, its output piped.
 pub fn spawn(args: &[&str]) -> Child {
-    Command::new(EMBER)
+    Command::new(bin())
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(root())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
