@@ -7,7 +7,7 @@
 
 use crate::config::{JobConfig, JobKind};
 use crate::console::{Console, Verbosity};
-use crate::data::loader::{DeviceLoader, EpochCell, Order};
+use crate::data::loader::{EpochCell, LoaderBuilder};
 use crate::data::{self, HostData};
 use crate::device::{self, Backends, Device, DeviceRequest, OnBackend};
 use crate::error::Result;
@@ -131,6 +131,7 @@ pub fn run<D: Backends>(
         BareLoop {
             config: &config,
             data: &data,
+            max_tensor_bytes: device::max_tensor_bytes(device),
         },
     );
     let bare = speed(bare_epochs, steps);
@@ -194,6 +195,7 @@ impl BenchReport {
 struct BareLoop<'a> {
     config: &'a JobConfig,
     data: &'a HostData,
+    max_tensor_bytes: Option<u64>,
 }
 
 impl OnBackend for BareLoop<'_> {
@@ -226,20 +228,16 @@ impl BareLoop<'_> {
         device: B::Device,
     ) -> Vec<f64> {
         let c = self.config;
-        let order = if c.shuffle {
-            Order::Shuffled { seed: c.seed }
-        } else {
-            Order::Sequential
-        };
         let epoch = EpochCell::default();
-        let loader = DeviceLoader::<B, _>::new(
-            M::batch(&self.data.train, &device),
-            device.clone(),
-            c.batch_size,
-            c.drop_last,
-            order,
-            epoch.clone(),
-        );
+        let train = &self.data.train;
+        let loader = LoaderBuilder::new(c.batch_size)
+            .drop_last(c.drop_last)
+            .shuffle(c.shuffle.then_some(c.seed))
+            .epoch(epoch.clone())
+            .max_tensor_bytes(self.max_tensor_bytes)
+            .build(train, train.row_bytes(), device.clone(), |rows| {
+                M::batch(rows, &device)
+            });
         let mut times = Vec::new();
         for e in 1..=c.epochs {
             epoch.set(e);

@@ -5,7 +5,7 @@
 
 use crate::config::{DataSpec, JobConfig, JobKind};
 use crate::data::fashion::pixels_to_matrix;
-use crate::data::loader::{DeviceLoader, EpochCell, Order};
+use crate::data::loader::LoaderBuilder;
 use crate::data::{self, HostSplit, Labels, SplitName, idx, table};
 use crate::device::{Backends, Device, OnBackend};
 use crate::error::{EmberError, Result, write_atomic};
@@ -190,16 +190,14 @@ pub fn evaluate<B: EmberBackend, M: EmberModel<B>>(
     model: &M,
     split: &HostSplit,
     batch_size: usize,
+    max_tensor_bytes: Option<u64>,
     device: &B::Device,
 ) -> StepStats {
-    let loader = DeviceLoader::<B, M::Batch>::new(
-        M::batch(split, device),
-        device.clone(),
-        batch_size,
-        false,
-        Order::Sequential,
-        EpochCell::default(),
-    );
+    let loader = LoaderBuilder::new(batch_size)
+        .max_tensor_bytes(max_tensor_bytes)
+        .build::<B, M::Batch>(split, split.row_bytes(), device.clone(), |rows| {
+            M::batch(rows, device)
+        });
     let mut totals = StepTotals::<B>::new();
     for batch in loader.iter() {
         totals.add(burn::train::InferenceStep::step(model, batch));
@@ -332,6 +330,8 @@ pub fn write_csv(header: &[String], rows: &[Vec<String>], out: Option<&Path>) ->
 pub struct Eval {
     pub split: HostSplit,
     pub batch_size: usize,
+    /// The device's cap on one tensor (`device::max_tensor_bytes`).
+    pub max_tensor_bytes: Option<u64>,
 }
 
 impl ModelTask for Eval {
@@ -341,7 +341,13 @@ impl ModelTask for Eval {
         model: M,
         device: &B::Device,
     ) -> Result<StepStats> {
-        Ok(evaluate(&model, &self.split, self.batch_size, device))
+        Ok(evaluate(
+            &model,
+            &self.split,
+            self.batch_size,
+            self.max_tensor_bytes,
+            device,
+        ))
     }
 }
 

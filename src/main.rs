@@ -227,6 +227,7 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
                 ember::inference::Eval {
                     split: rows,
                     batch_size: source.config.batch_size.max(1024),
+                    max_tensor_bytes: ember::device::max_tensor_bytes(device),
                 },
             )?;
             let acc = stats

@@ -190,3 +190,37 @@ fn a_bad_device_name_is_a_usage_error() {
         stderr(&o)
     );
 }
+
+/// `VK_ICD_FILENAMES` naming no driver leaves the Vulkan loader with no device, as on a machine
+/// without one: a one-line error, never cubecl-wgpu's panic.
+#[test]
+fn wgpu_requested_where_no_adapter_answers() {
+    let dir = scratch("bad-wgpu");
+    let cfg = config(&dir, "job.toml", MINIMAL_FASHION);
+    let out = dir.join("run");
+    let o = std::process::Command::new(bin())
+        .args([
+            "train",
+            path_str(&cfg),
+            "--device",
+            "wgpu",
+            "--out",
+            path_str(&out),
+        ])
+        .current_dir(root())
+        .env("VK_ICD_FILENAMES", dir.join("no-such-driver.json"))
+        .output()
+        .unwrap();
+    bad_input(&o, "no wgpu adapter found");
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_wgpu_row_past_the_adapter_list_is_a_one_line_error() {
+    let dir = scratch("bad-wgpu-row");
+    let cfg = config(&dir, "job.toml", MINIMAL_FASHION);
+    for command in ["train", "bench"] {
+        let o = ember(&[command, path_str(&cfg), "--device", "wgpu:99"]);
+        bad_input(&o, "--device wgpu:99");
+    }
+}

@@ -6,6 +6,11 @@
 //!
 //! One gather per epoch rather than one per batch moves the same bytes with one kernel per
 //! tensor instead of one per tensor and batch.
+//!
+//! Some devices cap the size of one tensor: wgpu binds a tensor as one storage buffer, 128 MiB
+//! at most on Mesa's lavapipe and on many integrated GPUs, less than FashionMNIST's 188 MB of
+//! training images. There the split is held as several shards of whole batches; a shuffled
+//! epoch is gathered shard by shard into the same order as on any other device.
 
 use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::prelude::*;
@@ -19,8 +24,10 @@ pub trait Rows<B: Backend>: Clone + Send + Sync + 'static {
     fn rows(&self) -> usize;
     /// Rows `start..start + len`.
     fn narrow(&self, start: usize, len: usize) -> Self;
-    /// The rows at `indices`, in that order.
+    /// The rows at `indices`, in that order (through [`gather_rows`]).
     fn select(&self, indices: Tensor<B, 1, Int>) -> Self;
+    /// The rows of `parts`, one after the other.
+    fn cat(parts: Vec<Self>) -> Self;
     /// The same rows on another device.
     fn to_device(&self, device: &B::Device) -> Self;
 }
@@ -67,9 +74,115 @@ pub enum Order {
     Shuffled { seed: u64 },
 }
 
+/// Builds a [`DeviceLoader`], as Burn's `DataLoaderBuilder` does:
+/// `LoaderBuilder::new(64).shuffle(seed).epoch(cell).build(&split, row_bytes, device, upload)`.
+#[derive(Clone, Debug)]
+pub struct LoaderBuilder {
+    batch_size: usize,
+    drop_last: bool,
+    order: Order,
+    epoch: EpochCell,
+    max_tensor_bytes: Option<u64>,
+}
+
+impl LoaderBuilder {
+    /// File order, every row, at most `batch_size` rows a batch.
+    pub fn new(batch_size: usize) -> Self {
+        assert!(batch_size > 0, "batch_size is checked to be positive");
+        Self {
+            batch_size,
+            drop_last: false,
+            order: Order::Sequential,
+            epoch: EpochCell::default(),
+            max_tensor_bytes: None,
+        }
+    }
+
+    /// Leave out the last batch when it is partial.
+    pub fn drop_last(mut self, drop_last: bool) -> Self {
+        self.drop_last = drop_last;
+        self
+    }
+
+    /// A new order each epoch, from `seed` and the epoch number (`None`: file order).
+    pub fn shuffle(mut self, seed: Option<u64>) -> Self {
+        self.order = seed.map_or(Order::Sequential, |seed| Order::Shuffled { seed });
+        self
+    }
+
+    /// The cell the training strategy sets to the epoch about to start.
+    pub fn epoch(mut self, cell: EpochCell) -> Self {
+        self.epoch = cell;
+        self
+    }
+
+    /// The largest tensor the device holds (see `device::max_tensor_bytes`).
+    pub fn max_tensor_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.max_tensor_bytes = bytes;
+        self
+    }
+
+    /// Rows per shard: every row when the device takes any size, else as many whole batches
+    /// of `row_bytes` as fit.
+    fn shard_rows(&self, rows: usize, row_bytes: usize) -> usize {
+        let Some(max) = self.max_tensor_bytes else {
+            return rows.max(1);
+        };
+        let fit = (max / row_bytes.max(1) as u64) as usize;
+        (fit / self.batch_size * self.batch_size)
+            .max(self.batch_size)
+            .min(rows.max(1))
+    }
+
+    /// Uploads `split` (rows of `row_bytes` bytes in its widest tensor) with `upload`, once, in
+    /// as many shards as the device needs.
+    pub fn build<B: Backend, T: Rows<B>>(
+        self,
+        split: &super::HostSplit,
+        row_bytes: usize,
+        device: B::Device,
+        upload: impl Fn(&super::HostSplit) -> T,
+    ) -> DeviceLoader<B, T> {
+        let rows = split.rows();
+        let shard_rows = self.shard_rows(rows, row_bytes);
+        let shards = if shard_rows >= rows {
+            vec![upload(split)]
+        } else {
+            (0..rows)
+                .step_by(shard_rows)
+                .map(|start| upload(&split.range(start, shard_rows.min(rows - start))))
+                .collect()
+        };
+        self.from_shards(shards, shard_rows, device)
+    }
+
+    /// A loader over rows already on the device, in shards of `shard_rows` rows.
+    pub fn from_shards<B: Backend, T: Rows<B>>(
+        self,
+        shards: Vec<T>,
+        shard_rows: usize,
+        device: B::Device,
+    ) -> DeviceLoader<B, T> {
+        DeviceLoader {
+            rows: shards.iter().map(Rows::rows).sum(),
+            shards,
+            shard_rows,
+            device,
+            batch_size: self.batch_size,
+            drop_last: self.drop_last,
+            order: self.order,
+            epoch: self.epoch,
+        }
+    }
+}
+
 /// A split held on the device, served in batches.
 pub struct DeviceLoader<B: Backend, T: Rows<B>> {
-    data: T,
+    /// The split in file order: consecutive shards of `shard_rows` rows (the last may be
+    /// shorter), a whole number of batches each.
+    shards: Vec<T>,
+    shard_rows: usize,
+    rows: usize,
     device: B::Device,
     batch_size: usize,
     drop_last: bool,
@@ -77,38 +190,33 @@ pub struct DeviceLoader<B: Backend, T: Rows<B>> {
     epoch: EpochCell,
 }
 
-impl<B: Backend, T: Rows<B>> DeviceLoader<B, T> {
-    pub fn new(
-        data: T,
-        device: B::Device,
-        batch_size: usize,
-        drop_last: bool,
-        order: Order,
-        epoch: EpochCell,
-    ) -> Self {
-        assert!(batch_size > 0, "batch_size is checked to be positive");
+impl<B: Backend, T: Rows<B>> Clone for DeviceLoader<B, T> {
+    fn clone(&self) -> Self {
         Self {
-            data,
-            device,
-            batch_size,
-            drop_last,
-            order,
-            epoch,
+            shards: self.shards.clone(),
+            shard_rows: self.shard_rows,
+            rows: self.rows,
+            device: self.device.clone(),
+            batch_size: self.batch_size,
+            drop_last: self.drop_last,
+            order: self.order,
+            epoch: self.epoch.clone(),
         }
     }
+}
 
+impl<B: Backend, T: Rows<B>> DeviceLoader<B, T> {
     /// Rows in the split.
     pub fn num_rows(&self) -> usize {
-        self.data.rows()
+        self.rows
     }
 
     /// Rows served per epoch (the partial last batch is dropped with `drop_last`).
     pub fn rows_per_epoch(&self) -> usize {
-        let n = self.data.rows();
         if self.drop_last {
-            n - n % self.batch_size
+            self.rows - self.rows % self.batch_size
         } else {
-            n
+            self.rows
         }
     }
 
@@ -120,18 +228,72 @@ impl<B: Backend, T: Rows<B>> DeviceLoader<B, T> {
     /// The row order of `epoch` (file order when not shuffling).
     pub fn order_of(&self, epoch: usize) -> Vec<usize> {
         match self.order {
-            Order::Sequential => (0..self.data.rows()).collect(),
+            Order::Sequential => (0..self.rows).collect(),
             Order::Shuffled { seed } => crate::rng::permutation(
                 &mut crate::rng::stream(seed, "shuffle", epoch as u64),
-                self.data.rows(),
+                self.rows,
             ),
+        }
+    }
+
+    fn indices(&self, rows: &[usize]) -> Tensor<B, 1, Int> {
+        let values: Vec<i64> = rows.iter().map(|&i| i as i64).collect();
+        Tensor::from_data(TensorData::new(values, [rows.len()]), &self.device)
+    }
+
+    /// The split in `order`, shard by shard: each output shard gathers its rows from every
+    /// source shard they live in, then puts them back in `order` with one more gather.
+    fn gathered(&self, order: &[usize]) -> Vec<T> {
+        if let [only] = self.shards.as_slice() {
+            return vec![only.select(self.indices(order))];
+        }
+        order
+            .chunks(self.shard_rows)
+            .map(|wanted| {
+                let mut parts = Vec::new();
+                let mut place = vec![0; wanted.len()];
+                let mut filled = 0;
+                for (s, shard) in self.shards.iter().enumerate() {
+                    let from = s * self.shard_rows;
+                    let local: Vec<usize> = (0..wanted.len())
+                        .filter(|&q| wanted[q] / self.shard_rows == s)
+                        .collect();
+                    if local.is_empty() {
+                        continue;
+                    }
+                    for (k, &q) in local.iter().enumerate() {
+                        place[q] = filled + k;
+                    }
+                    filled += local.len();
+                    let rows: Vec<usize> = local.iter().map(|&q| wanted[q] - from).collect();
+                    parts.push(shard.select(self.indices(&rows)));
+                }
+                T::cat(parts).select(self.indices(&place))
+            })
+            .collect()
+    }
+
+    /// Rows `start..start + len` across shards (a slice spans two shards at most).
+    fn range(shards: &[T], shard_rows: usize, start: usize, len: usize) -> T {
+        let mut parts = Vec::new();
+        let mut at = start;
+        while at < start + len {
+            let (s, off) = (at / shard_rows, at % shard_rows);
+            let take = (shard_rows - off).min(start + len - at);
+            parts.push(shards[s].narrow(off, take));
+            at += take;
+        }
+        match parts.len() {
+            1 => parts.pop().expect("one part"),
+            _ => T::cat(parts),
         }
     }
 }
 
 struct BatchIter<B: Backend, T: Rows<B>> {
-    /// The split in this epoch's order.
-    data: T,
+    /// The split in this epoch's order, in shards of `shard_rows` rows.
+    shards: Vec<T>,
+    shard_rows: usize,
     batch_size: usize,
     next_row: usize,
     total: usize,
@@ -146,7 +308,7 @@ impl<B: Backend, T: Rows<B>> Iterator for BatchIter<B, T> {
             return None;
         }
         let len = self.batch_size.min(self.total - self.next_row);
-        let batch = self.data.narrow(self.next_row, len);
+        let batch = DeviceLoader::<B, T>::range(&self.shards, self.shard_rows, self.next_row, len);
         self.next_row += len;
         Some(batch)
     }
@@ -160,21 +322,13 @@ impl<B: Backend, T: Rows<B>> DataLoaderIterator<T> for BatchIter<B, T> {
 
 impl<B: Backend, T: Rows<B>> DataLoader<B, T> for DeviceLoader<B, T> {
     fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<T> + 'a> {
-        let data = match self.order {
-            Order::Sequential => self.data.clone(),
-            Order::Shuffled { .. } => {
-                let order: Vec<i64> = self
-                    .order_of(self.epoch.get())
-                    .into_iter()
-                    .map(|i| i as i64)
-                    .collect();
-                let n = order.len();
-                self.data
-                    .select(Tensor::from_data(TensorData::new(order, [n]), &self.device))
-            }
+        let shards = match self.order {
+            Order::Sequential => self.shards.clone(),
+            Order::Shuffled { .. } => self.gathered(&self.order_of(self.epoch.get())),
         };
         Box::new(BatchIter {
-            data,
+            shards,
+            shard_rows: self.shard_rows,
             batch_size: self.batch_size,
             next_row: 0,
             total: self.rows_per_epoch(),
@@ -188,25 +342,30 @@ impl<B: Backend, T: Rows<B>> DataLoader<B, T> for DeviceLoader<B, T> {
 
     fn to_device(&self, device: &B::Device) -> Arc<dyn DataLoader<B, T>> {
         Arc::new(DeviceLoader {
-            data: self.data.to_device(device),
+            shards: self.shards.iter().map(|s| s.to_device(device)).collect(),
             device: device.clone(),
-            batch_size: self.batch_size,
-            drop_last: self.drop_last,
-            order: self.order,
-            epoch: self.epoch.clone(),
+            ..self.clone()
         })
     }
 
     fn slice(&self, start: usize, end: usize) -> Arc<dyn DataLoader<B, T>> {
-        let end = end.min(self.data.rows());
+        let end = end.min(self.rows);
         let start = start.min(end);
+        let shards: Vec<T> = (start..end)
+            .step_by(self.shard_rows)
+            .map(|at| {
+                Self::range(
+                    &self.shards,
+                    self.shard_rows,
+                    at,
+                    self.shard_rows.min(end - at),
+                )
+            })
+            .collect();
         Arc::new(DeviceLoader {
-            data: self.data.narrow(start, end - start),
-            device: self.device.clone(),
-            batch_size: self.batch_size,
-            drop_last: self.drop_last,
-            order: self.order,
-            epoch: self.epoch.clone(),
+            rows: end - start,
+            shards,
+            ..self.clone()
         })
     }
 }
@@ -230,26 +389,45 @@ mod tests {
             Ids(self.0.clone().narrow(0, start, len))
         }
         fn select(&self, indices: Tensor<B, 1, Int>) -> Self {
-            Ids(self.0.clone().select(0, indices))
+            Ids(gather_rows(&self.0, &indices))
+        }
+        fn cat(parts: Vec<Self>) -> Self {
+            Ids(Tensor::cat(parts.into_iter().map(|p| p.0).collect(), 0))
         }
         fn to_device(&self, device: &burn::tensor::Device<B>) -> Self {
             Ids(self.0.clone().to_device(device))
         }
     }
 
+    fn ids(start: usize, len: usize) -> Ids {
+        let values: Vec<f32> = (start..start + len).map(|i| i as f32).collect();
+        Ids(Tensor::from_data(
+            TensorData::new(values, [len]),
+            &Default::default(),
+        ))
+    }
+
     fn loader(n: usize, batch: usize, drop_last: bool, order: Order) -> DeviceLoader<B, Ids> {
-        let device = Default::default();
-        let ids = Tensor::<B, 1>::from_data(
-            TensorData::new((0..n).map(|i| i as f32).collect::<Vec<_>>(), [n]),
-            &device,
-        );
-        DeviceLoader::new(
-            Ids(ids),
-            device,
-            batch,
-            drop_last,
-            order,
-            EpochCell::default(),
+        let seed = match order {
+            Order::Sequential => None,
+            Order::Shuffled { seed } => Some(seed),
+        };
+        LoaderBuilder::new(batch)
+            .drop_last(drop_last)
+            .shuffle(seed)
+            .from_shards(vec![ids(0, n)], n, Default::default())
+    }
+
+    /// The same rows held as shards of `shard_rows` rows, as on a device with a size cap.
+    fn sharded(n: usize, batch: usize, shard_rows: usize, seed: u64) -> DeviceLoader<B, Ids> {
+        let shards = (0..n)
+            .step_by(shard_rows)
+            .map(|s| ids(s, shard_rows.min(n - s)))
+            .collect();
+        LoaderBuilder::new(batch).shuffle(Some(seed)).from_shards(
+            shards,
+            shard_rows,
+            Default::default(),
         )
     }
 
@@ -302,6 +480,37 @@ mod tests {
         assert_eq!(epoch_rows(&again, 2).0, e2);
         let other = loader(50, 8, false, Order::Shuffled { seed: 4 });
         assert_ne!(epoch_rows(&other, 2).0, e2);
+    }
+
+    #[test]
+    fn a_sharded_split_serves_the_same_order_as_a_whole_one() {
+        // 50 rows in shards of 16 (two batches of 8), the last shard of 2.
+        let whole = loader(50, 8, false, Order::Shuffled { seed: 3 });
+        let parts = sharded(50, 8, 16, 3);
+        assert_eq!(parts.shards.len(), 4);
+        for epoch in 1..=3 {
+            let (a, sizes_a) = epoch_rows(&whole, epoch);
+            let (b, sizes_b) = epoch_rows(&parts, epoch);
+            assert_eq!(a, b, "epoch {epoch}");
+            assert_eq!(a, whole.order_of(epoch));
+            assert_eq!(sizes_a, sizes_b);
+        }
+        let s = parts.slice(5, 40);
+        let mut it = s.iter();
+        let first: Vec<f32> = it.next().unwrap().0.into_data().to_vec().unwrap();
+        assert_eq!(s.num_items(), 35);
+        assert_eq!(first.len(), 8);
+    }
+
+    #[test]
+    fn shards_hold_whole_batches_within_the_size_cap() {
+        let b = LoaderBuilder::new(64).max_tensor_bytes(Some(128 << 20));
+        // FashionMNIST's 60,000 images of 784 f32 do not fit in 128 MiB: 668 batches a shard.
+        assert_eq!(b.shard_rows(60_000, 784 * 4), 42_752);
+        assert_eq!(LoaderBuilder::new(64).shard_rows(60_000, 784 * 4), 60_000);
+        // A cap below one batch still gives whole batches.
+        let tiny = LoaderBuilder::new(64).max_tensor_bytes(Some(1000));
+        assert_eq!(tiny.shard_rows(60_000, 784 * 4), 64);
     }
 
     #[test]

@@ -96,6 +96,16 @@ impl HostSplit {
         }
     }
 
+    /// A copy of rows `start..start + len`.
+    pub fn range(&self, start: usize, len: usize) -> HostSplit {
+        self.take(&(start..start + len).collect::<Vec<_>>())
+    }
+
+    /// Bytes of one row of the widest tensor a model makes of this split (its f32 inputs).
+    pub fn row_bytes(&self) -> usize {
+        self.features.cols.max(1) * std::mem::size_of::<f32>()
+    }
+
     /// The first `n` rows (or all of them).
     pub fn truncate(mut self, n: usize) -> HostSplit {
         if n < self.rows() {

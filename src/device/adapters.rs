@@ -40,6 +40,8 @@ pub struct Adapter {
     pub api: String,
     /// The driver and its version, as the driver reports them.
     pub driver: String,
+    /// The largest storage buffer a kernel can bind: the largest tensor on this adapter.
+    pub max_binding_bytes: u64,
 }
 
 impl Adapter {
@@ -144,6 +146,7 @@ pub fn list() -> Vec<Adapter> {
                     .copied()
                     .collect::<Vec<_>>()
                     .join(" "),
+                max_binding_bytes: a.limits().max_storage_buffer_binding_size,
             }
         })
         .collect()
@@ -209,6 +212,7 @@ mod tests {
             kind,
             api: "Vulkan".into(),
             driver: "test".into(),
+            max_binding_bytes: 128 << 20,
         }
     }
 

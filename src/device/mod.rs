@@ -163,6 +163,15 @@ pub fn hardware(device: Device) -> String {
     }
 }
 
+/// The largest tensor `device` holds, where it has a cap (wgpu binds a tensor as one storage
+/// buffer); `None` where any tensor that fits in memory will do.
+pub fn max_tensor_bytes(device: Device) -> Option<u64> {
+    match device {
+        Device::Wgpu(t) => adapters::list().get(t.row).map(|a| a.max_binding_bytes),
+        Device::Cpu | Device::Cuda(_) => None,
+    }
+}
+
 /// A line for the log: the device with its name or thread count.
 pub fn describe(device: Device) -> String {
     match device {
@@ -259,6 +268,7 @@ mod tests {
             kind,
             api: "Vulkan".into(),
             driver: String::new(),
+            max_binding_bytes: 128 << 20,
         };
         let lavapipe = adapter(AdapterKind::Cpu);
         let gpu = adapter(AdapterKind::DiscreteGpu);

@@ -104,6 +104,12 @@ impl<B: Backend> Rows<B> for ImageBatch<B> {
             labels: gather_rows(&self.labels, &indices),
         }
     }
+    fn cat(parts: Vec<Self>) -> Self {
+        Self {
+            images: Tensor::cat(parts.iter().map(|p| p.images.clone()).collect(), 0),
+            labels: Tensor::cat(parts.iter().map(|p| p.labels.clone()).collect(), 0),
+        }
+    }
     fn to_device(&self, device: &B::Device) -> Self {
         Self {
             images: self.images.clone().to_device(device),

@@ -101,6 +101,13 @@ impl<B: Backend> Rows<B> for ScalarBatch<B> {
             y: gather_rows(&self.y, &indices),
         }
     }
+    fn cat(parts: Vec<Self>) -> Self {
+        Self {
+            x: Tensor::cat(parts.iter().map(|p| p.x.clone()).collect(), 0),
+            f: Tensor::cat(parts.iter().map(|p| p.f.clone()).collect(), 0),
+            y: Tensor::cat(parts.iter().map(|p| p.y.clone()).collect(), 0),
+        }
+    }
     fn to_device(&self, device: &B::Device) -> Self {
         Self {
             x: self.x.clone().to_device(device),

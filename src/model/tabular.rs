@@ -102,6 +102,12 @@ impl<B: Backend> Rows<B> for TableBatch<B> {
             labels: gather_rows(&self.labels, &indices),
         }
     }
+    fn cat(parts: Vec<Self>) -> Self {
+        Self {
+            features: Tensor::cat(parts.iter().map(|p| p.features.clone()).collect(), 0),
+            labels: Tensor::cat(parts.iter().map(|p| p.labels.clone()).collect(), 0),
+        }
+    }
     fn to_device(&self, device: &B::Device) -> Self {
         Self {
             features: self.features.clone().to_device(device),

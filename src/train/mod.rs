@@ -9,7 +9,7 @@ pub mod strategy;
 
 use crate::config::{DataSpec, JobConfig, JobKind};
 use crate::console::Console;
-use crate::data::loader::{DeviceLoader, EpochCell, Order};
+use crate::data::loader::{EpochCell, LoaderBuilder};
 use crate::data::{self, HostData};
 use crate::device::{self, Backends, Device, DeviceRequest, OnBackend};
 use crate::error::{EmberError, Result, write_atomic};
@@ -281,14 +281,11 @@ where
 
 impl TrainTask<'_> {
     fn fit<B: TrainBackend, M: TrainableModel<B>>(self, device: B::Device) -> Result<Trained> {
-        self.console.status("uploading data to the device");
         let model = M::init(&self.config, &device);
-        let train = M::batch(&self.data.train, &device);
-        let valid = M::Inference::batch(&self.data.valid, &device);
         // ember's optimizers: Burn's formulas, one fused pass per parameter (src/optim.rs).
         match Chosen::from_spec(&self.config.optimizer) {
-            Chosen::Sgd(sgd, lr) => self.launch(model, sgd.init(), lr, train, valid, device),
-            Chosen::Adam(adam, lr) => self.launch(model, adam.init(), lr, train, valid, device),
+            Chosen::Sgd(sgd, lr) => self.launch(model, sgd.init(), lr, device),
+            Chosen::Adam(adam, lr) => self.launch(model, adam.init(), lr, device),
         }
     }
 
@@ -297,8 +294,6 @@ impl TrainTask<'_> {
         mut model: M,
         optimizer: O,
         lr: f64,
-        train: <M as EmberModel<B>>::Batch,
-        valid: <M::Inference as EmberModel<B::Inference>>::Batch,
         device: B::Device,
     ) -> Result<Trained>
     where
@@ -371,20 +366,18 @@ impl TrainTask<'_> {
         self.console
             .line(&format!("artifacts: {}", run.path.display()));
 
+        self.console.status("uploading data to the device");
         let epoch_cell = EpochCell::default();
-        let order = if config.shuffle {
-            Order::Shuffled { seed: config.seed }
-        } else {
-            Order::Sequential
-        };
-        let train_loader = DeviceLoader::<B, _>::new(
-            train,
-            device.clone(),
-            config.batch_size,
-            config.drop_last,
-            order,
-            epoch_cell.clone(),
-        );
+        let max_bytes = device::max_tensor_bytes(self.device);
+        let train = &self.data.train;
+        let train_loader = LoaderBuilder::new(config.batch_size)
+            .drop_last(config.drop_last)
+            .shuffle(config.shuffle.then_some(config.seed))
+            .epoch(epoch_cell.clone())
+            .max_tensor_bytes(max_bytes)
+            .build(train, train.row_bytes(), device.clone(), |rows| {
+                M::batch(rows, &device)
+            });
         let steps_per_epoch = train_loader.batches_per_epoch();
         if steps_per_epoch == 0 {
             return Err(input_err!(
@@ -394,14 +387,12 @@ impl TrainTask<'_> {
             ));
         }
         // Validation never shuffles nor drops rows.
-        let valid_loader = DeviceLoader::<B::Inference, _>::new(
-            valid,
-            device.clone(),
-            config.batch_size,
-            false,
-            Order::Sequential,
-            EpochCell::default(),
-        );
+        let valid = &self.data.valid;
+        let valid_loader = LoaderBuilder::new(config.batch_size)
+            .max_tensor_bytes(max_bytes)
+            .build(valid, valid.row_bytes(), device.clone(), |rows| {
+                M::Inference::batch(rows, &device)
+            });
 
         self.log.lock().expect("run log lock").history = history;
         let strategy = EmberStrategy {
