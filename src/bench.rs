@@ -5,19 +5,15 @@
 //! so the Learner's own overhead is visible. The first epoch (warm-up: allocations, kernel
 //! compilation on CUDA) is reported apart; steps/s is the median over the following epochs.
 
-use crate::config::{JobConfig, JobKind};
+use crate::config::JobConfig;
 use crate::console::{Console, Verbosity};
 use crate::data::loader::{EpochCell, LoaderBuilder};
 use crate::data::{self, HostData};
-use crate::device::{self, Backends, Device, DeviceRequest, OnBackend};
+use crate::device::{self, Backends, Device, DeviceRequest, OnBackend, TrainBackend};
 use crate::error::Result;
-use crate::model::StepTotals;
-use crate::model::fashion::FashionMlp;
-use crate::model::linear_scalar::LinearScalar;
-use crate::model::tabular::TabularMlp;
-use crate::ops::TrainBackend;
-use crate::optim::Chosen;
-use crate::train::{TrainArgs, TrainableModel};
+use crate::model::{StepTotals, TrainableModel, WithModel};
+use crate::optim::{Chosen, WithOptimizer};
+use crate::train::TrainArgs;
 use burn::data::dataloader::DataLoader;
 use burn::optim::Optimizer;
 use burn::train::TrainStep;
@@ -202,24 +198,41 @@ impl OnBackend for BareLoop<'_> {
     type Output = Vec<f64>;
 
     fn run<B: TrainBackend>(self, device: B::Device) -> Vec<f64> {
-        match self.config.job {
-            JobKind::FashionMlp => self.with_model::<B, FashionMlp<B>>(device),
-            JobKind::TabularMlp => self.with_model::<B, TabularMlp<B>>(device),
-            JobKind::LinearScalar => self.with_model::<B, LinearScalar<B>>(device),
-        }
+        crate::model::for_job::<B, _>(self.config.job, BareModel { bare: self, device })
+    }
+}
+
+/// The bare loop with its Burn device, waiting for the job's model type, then its optimizer.
+struct BareModel<'a, D> {
+    bare: BareLoop<'a>,
+    device: D,
+}
+
+impl<B: TrainBackend> WithModel<B> for BareModel<'_, B::Device> {
+    type Output = Vec<f64>;
+
+    fn run<M: TrainableModel<B>>(self) -> Vec<f64> {
+        let model = M::init(self.bare.config, &self.device);
+        Chosen::from_spec(&self.bare.config.optimizer).run(BareRun { with: self, model })
+    }
+}
+
+struct BareRun<'a, B: TrainBackend, M> {
+    with: BareModel<'a, B::Device>,
+    model: M,
+}
+
+impl<B: TrainBackend, M: TrainableModel<B>> WithOptimizer<B, M> for BareRun<'_, B, M> {
+    type Output = Vec<f64>;
+
+    fn run<O: Optimizer<M, B> + 'static>(self, optimizer: O, lr: f64) -> Vec<f64> {
+        self.with
+            .bare
+            .time(self.model, optimizer, lr, self.with.device)
     }
 }
 
 impl BareLoop<'_> {
-    fn with_model<B: TrainBackend, M: TrainableModel<B>>(self, device: B::Device) -> Vec<f64> {
-        let model = M::init(self.config, &device);
-        // ember's optimizers: Burn's formulas, one fused pass per parameter (src/optim.rs).
-        match Chosen::from_spec(&self.config.optimizer) {
-            Chosen::Sgd(sgd, lr) => self.time(model, sgd.init(), lr, device),
-            Chosen::Adam(adam, lr) => self.time(model, adam.init(), lr, device),
-        }
-    }
-
     fn time<B: TrainBackend, M: TrainableModel<B>, O: Optimizer<M, B>>(
         self,
         mut model: M,

@@ -239,7 +239,7 @@ pub struct JobConfig {
 /// Reads and checks a job file.
 pub fn load(path: &Path) -> Result<JobConfig> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| EmberError::file(path, crate::error::describe_io(&e)))?;
+        .map_err(|e| EmberError::file(path, crate::fs::describe_io(&e)))?;
     let raw = parse(path, &text)?;
     raw.check().map_err(|e| match e {
         EmberError::Input(msg) => EmberError::Input(format!("{}: {msg}", path.display())),

@@ -3,7 +3,8 @@
 //! with `load_state_dict(strict=True)`. Both go through Burn (burn-core's recorder, burn-store's
 //! safetensors store with its PyTorch adapters); ember only renames the layers.
 
-use crate::error::{EmberError, Result, write_atomic};
+use crate::error::{EmberError, Result};
+use crate::fs::write_atomic;
 use crate::model::TorchNames;
 use burn::module::Module;
 use burn::prelude::*;
@@ -39,7 +40,7 @@ pub fn save_burn<B: Backend, M: Module<B>>(model: &M, path: &Path) -> Result<()>
 
 /// Loads Burn's record from `path` into `model`.
 pub fn load_burn<B: Backend, M: Module<B>>(model: M, path: &Path, device: &B::Device) -> Result<M> {
-    let bytes = crate::error::read_file(path)?;
+    let bytes = crate::fs::read_file(path)?;
     let record = Recorder::<B>::load(&Bytes::default(), bytes, device)
         .map_err(|e| EmberError::file(path, format!("not a Burn record of this model ({e})")))?;
     Ok(model.load_record(record))
@@ -61,7 +62,7 @@ pub fn safetensors_bytes<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
                 "job={job} layout={} ember={} burn={}",
                 format!("{layout:?}").to_lowercase(),
                 env!("CARGO_PKG_VERSION"),
-                crate::summary::BURN_VERSION
+                crate::BURN_VERSION
             ),
         );
     if layout == Layout::Pytorch {

@@ -7,16 +7,15 @@ use crate::config::{DataSpec, JobConfig, JobKind};
 use crate::data::fashion::pixels_to_matrix;
 use crate::data::loader::LoaderBuilder;
 use crate::data::{self, HostSplit, Labels, SplitName, idx, table};
+use crate::device::TrainBackend;
 use crate::device::{Backends, Device, OnBackend};
-use crate::error::{EmberError, Result, write_atomic};
+use crate::error::{EmberError, Result};
 use crate::export::{self, Layout};
+use crate::fs::write_atomic;
 use crate::input_err;
-use crate::model::fashion::FashionMlp;
-use crate::model::linear_scalar::LinearScalar;
-use crate::model::tabular::TabularMlp;
-use crate::model::{EmberModel, StepStats, StepTotals};
-use crate::ops::{EmberBackend, TrainBackend};
-use crate::run_dir;
+use crate::model::{EmberModel, StepStats, StepTotals, TrainableModel, WithModel};
+use crate::ops::EmberBackend;
+use crate::run::folder;
 use crate::train::checkpoint;
 use burn::data::dataloader::DataLoader;
 use std::path::{Path, PathBuf};
@@ -53,7 +52,7 @@ pub struct ModelSource {
 /// The layout a safetensors file was written in: ember records it in the metadata; a file
 /// without ember's metadata is taken to come from PyTorch.
 pub fn safetensors_layout(path: &Path) -> Result<Layout> {
-    let bytes = crate::error::read_file(path)?;
+    let bytes = crate::fs::read_file(path)?;
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes)
         .map_err(|e| EmberError::file(path, format!("not a safetensors file ({e})")))?;
     let burn = meta
@@ -69,10 +68,10 @@ pub fn safetensors_layout(path: &Path) -> Result<Layout> {
 pub fn open(path: &Path, config: Option<&Path>, epoch: Option<usize>) -> Result<ModelSource> {
     if path.is_dir() {
         let config = crate::config::load(
-            &config.map_or_else(|| path.join(run_dir::CONFIG), Path::to_path_buf),
+            &config.map_or_else(|| path.join(folder::CONFIG), Path::to_path_buf),
         )?;
-        let ckpt = path.join(run_dir::CHECKPOINTS);
-        let final_model = path.join(run_dir::MODEL_BURN);
+        let ckpt = path.join(folder::CHECKPOINTS);
+        let final_model = path.join(folder::MODEL_BURN);
         let weights = match epoch {
             Some(e) => Weights::Checkpoint(
                 ckpt.clone(),
@@ -98,15 +97,12 @@ pub fn open(path: &Path, config: Option<&Path>, epoch: Option<usize>) -> Result<
     let config_path = match config {
         Some(c) => c.to_path_buf(),
         None => {
-            let beside = path
-                .parent()
-                .unwrap_or(Path::new("."))
-                .join(run_dir::CONFIG);
+            let beside = path.parent().unwrap_or(Path::new(".")).join(folder::CONFIG);
             if !beside.is_file() {
                 return Err(input_err!(
                     "{}: no {} beside the model file; pass --config with the run's resolved config",
                     path.display(),
-                    run_dir::CONFIG
+                    folder::CONFIG
                 ));
             }
             beside
@@ -135,7 +131,12 @@ pub fn load_model<B: EmberBackend, M: EmberModel<B>>(
     match &source.weights {
         Weights::Burn(path) => export::load_burn(model, path, device),
         Weights::Checkpoint(dir, manifest) => {
-            let record = checkpoint::load_part::<M::Record, B>(dir, manifest, "model", device)?;
+            let record = checkpoint::load_part::<M::Record, B>(
+                dir,
+                manifest,
+                checkpoint::Part::Model,
+                device,
+            )?;
             Ok(model.load_record(record))
         }
         Weights::Safetensors(path, layout) => export::load_safetensors(model, path, *layout),
@@ -165,21 +166,20 @@ pub fn with_model<D: Backends, T: ModelTask>(
     impl<T: ModelTask> OnBackend for Run<'_, T> {
         type Output = Result<T::Output>;
         fn run<B: TrainBackend>(self, device: B::Device) -> Self::Output {
-            type I<B> = <B as TrainBackend>::Inference;
-            match self.source.config.job {
-                JobKind::FashionMlp => {
-                    let m = load_model::<I<B>, FashionMlp<I<B>>>(self.source, &device)?;
-                    self.task.run(m, &device)
-                }
-                JobKind::TabularMlp => {
-                    let m = load_model::<I<B>, TabularMlp<I<B>>>(self.source, &device)?;
-                    self.task.run(m, &device)
-                }
-                JobKind::LinearScalar => {
-                    let m = load_model::<I<B>, LinearScalar<I<B>>>(self.source, &device)?;
-                    self.task.run(m, &device)
-                }
-            }
+            let job = self.source.config.job;
+            crate::model::for_job::<B, _>(job, Load { run: self, device })
+        }
+    }
+    /// Waits for the job's model type, loads it for inference and runs the task.
+    struct Load<'a, T, D> {
+        run: Run<'a, T>,
+        device: D,
+    }
+    impl<B: TrainBackend, T: ModelTask> WithModel<B> for Load<'_, T, B::Device> {
+        type Output = Result<T::Output>;
+        fn run<M: TrainableModel<B>>(self) -> Self::Output {
+            let model = load_model::<B::Inference, M::Inference>(self.run.source, &self.device)?;
+            self.run.task.run(model, &self.device)
         }
     }
     D::dispatch(device, Run { source, task })
@@ -391,4 +391,83 @@ impl ModelTask for Export {
             }
         }
     }
+}
+
+/// `ember eval`: the loss (and accuracy) of `source`'s model on a split, as one line.
+pub fn eval_command<D: Backends>(
+    source: &ModelSource,
+    split: SplitName,
+    data: Option<&Path>,
+    device: Device,
+) -> Result<String> {
+    let rows = eval_split(&source.config, split, data)?;
+    let n = rows.rows();
+    let stats = with_model::<D, _>(
+        source,
+        device,
+        Eval {
+            split: rows,
+            batch_size: source.config.batch_size.max(1024),
+            max_tensor_bytes: crate::device::max_tensor_bytes(device),
+        },
+    )?;
+    let acc = stats
+        .accuracy
+        .map(|a| format!(", accuracy {:.2} %", 100.0 * a))
+        .unwrap_or_default();
+    Ok(format!(
+        "{} {}: loss {:.6}{acc} ({n} rows, {}, {device})",
+        source.config.job.name(),
+        format!("{split:?}").to_lowercase(),
+        stats.loss,
+        source.weights.describe()
+    ))
+}
+
+/// `ember predict`: one CSV row per input row, to `out` or stdout; returns a line to print
+/// when the rows went to a file.
+pub fn predict_command<D: Backends>(
+    source: &ModelSource,
+    input: &Path,
+    out: Option<&Path>,
+    device: Device,
+) -> Result<Option<String>> {
+    let inputs = predict_inputs(&source.config, input)?;
+    let (header, rows) = with_model::<D, _>(source, device, Predict { inputs })?;
+    write_csv(&header, &rows, out)?;
+    Ok(out.map(|out| format!("{} predictions -> {}", rows.len(), out.display())))
+}
+
+/// `ember export`: `source`'s model as a file, by default `model-export.*` beside the model.
+/// Returns the line to print.
+pub fn export_command<D: Backends>(
+    source: &ModelSource,
+    model: &Path,
+    format: ExportFormat,
+    layout: Layout,
+    out: Option<PathBuf>,
+) -> Result<String> {
+    let out = out.unwrap_or_else(|| {
+        let dir = if model.is_dir() {
+            model.to_path_buf()
+        } else {
+            model.parent().map(PathBuf::from).unwrap_or_default()
+        };
+        dir.join(match format {
+            ExportFormat::Safetensors => "model-export.safetensors",
+            ExportFormat::Burn => "model-export.mpk",
+        })
+    });
+    let task = Export {
+        format,
+        layout,
+        out: out.clone(),
+        job: source.config.job.name(),
+    };
+    with_model::<D, _>(source, Device::Cpu, task)?;
+    Ok(format!(
+        "{} -> {}",
+        source.weights.describe(),
+        out.display()
+    ))
 }

@@ -9,6 +9,7 @@ pub mod data;
 pub mod device;
 pub mod error;
 pub mod export;
+pub mod fs;
 pub mod inference;
 pub mod logging;
 pub mod model;
@@ -16,7 +17,23 @@ pub mod ops;
 pub mod optim;
 pub mod plot;
 pub mod rng;
-pub mod run_dir;
-pub mod runs;
-pub mod summary;
+pub mod run;
 pub mod train;
+
+/// The Burn release ember is built on (`Cargo.toml` pins it), recorded in every run's summary and
+/// safetensors metadata.
+pub const BURN_VERSION: &str = "0.21.0";
+
+#[cfg(test)]
+mod tests {
+    /// `BURN_VERSION` is the burn that `Cargo.lock` resolved.
+    #[test]
+    fn burn_version_matches_cargo_lock() {
+        let lock = include_str!("../Cargo.lock");
+        let at = lock
+            .find("name = \"burn\"\nversion = \"")
+            .expect("burn in Cargo.lock");
+        let version = lock[at..].lines().nth(1).expect("a version line");
+        assert_eq!(version, format!("version = \"{}\"", super::BURN_VERSION));
+    }
+}

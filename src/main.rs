@@ -4,7 +4,6 @@ use clap::{Parser, Subcommand};
 use ember::console::{Console, Verbosity};
 use ember::device::{Backends, CpuBackend, Device, DeviceRequest, OnBackend};
 use ember::error::Result;
-use ember::summary::Summary;
 use ember::train::TrainArgs;
 use std::path::PathBuf;
 
@@ -135,6 +134,8 @@ enum Command {
     Info,
 }
 
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -185,31 +186,16 @@ fn main() {
     }
 }
 
+/// Runs one command; what it reports goes to stdout through `console`.
 fn run(cli: Cli, console: &Console) -> Result<()> {
-    match cli.command {
+    use ember::device::choose;
+    use ember::inference::{eval_command, export_command, predict_command};
+    type D = AllBackends;
+    let lines: Vec<String> = match cli.command {
         Command::Train { config, args } => {
-            let report = ember::train::run::<AllBackends>(config.as_deref(), &args, console)?;
-            let summary = Summary::from_report(&report);
-            summary.write(&report.run_dir.join(ember::run_dir::SUMMARY))?;
-            if !report.history.is_empty() {
-                ember::plot::draw(
-                    &[ember::plot::Curve {
-                        label: report.run_dir.display().to_string(),
-                        history: report.history.clone(),
-                    }],
-                    &format!(
-                        "{} ({})",
-                        report.config.job.name(),
-                        report.run_dir.display()
-                    ),
-                    &report.run_dir.join(ember::run_dir::CURVES),
-                )?;
-            }
-            console.always(&summary.line(&report.run_dir));
-            match report.failure {
-                Some(e) => Err(e),
-                None => Ok(()),
-            }
+            let report = ember::train::run::<D>(config.as_deref(), &args, console)?;
+            console.always(&report.write_summary_and_curves()?);
+            return report.failure.map_or(Ok(()), Err);
         }
         Command::Eval {
             model,
@@ -217,31 +203,8 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
             data,
             device,
         } => {
-            let source = model.open()?;
-            let device = ember::device::choose(device)?;
-            let rows = ember::inference::eval_split(&source.config, split, data.as_deref())?;
-            let n = rows.rows();
-            let stats = ember::inference::with_model::<AllBackends, _>(
-                &source,
-                device,
-                ember::inference::Eval {
-                    split: rows,
-                    batch_size: source.config.batch_size.max(1024),
-                    max_tensor_bytes: ember::device::max_tensor_bytes(device),
-                },
-            )?;
-            let acc = stats
-                .accuracy
-                .map(|a| format!(", accuracy {:.2} %", 100.0 * a))
-                .unwrap_or_default();
-            console.always(&format!(
-                "{} {}: loss {:.6}{acc} ({n} rows, {}, {device})",
-                source.config.job.name(),
-                format!("{split:?}").to_lowercase(),
-                stats.loss,
-                source.weights.describe()
-            ));
-            Ok(())
+            let (source, device) = (model.open()?, choose(device)?);
+            vec![eval_command::<D>(&source, split, data.as_deref(), device)?]
         }
         Command::Predict {
             model,
@@ -249,19 +212,11 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
             out,
             device,
         } => {
-            let source = model.open()?;
-            let device = ember::device::choose(device)?;
-            let inputs = ember::inference::predict_inputs(&source.config, &input)?;
-            let (header, rows) = ember::inference::with_model::<AllBackends, _>(
-                &source,
-                device,
-                ember::inference::Predict { inputs },
-            )?;
-            ember::inference::write_csv(&header, &rows, out.as_deref())?;
-            if let Some(out) = out {
-                console.line(&format!("{} predictions -> {}", rows.len(), out.display()));
-            }
-            Ok(())
+            let (source, device) = (model.open()?, choose(device)?);
+            // Predictions may go to stdout: the line about them is not for --quiet.
+            let line = predict_command::<D>(&source, &input, out.as_deref(), device)?;
+            line.iter().for_each(|l| console.line(l));
+            vec![]
         }
         Command::Export {
             model,
@@ -270,71 +225,18 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
             out,
         } => {
             let source = model.open()?;
-            let model = model.model;
-            let out = out.unwrap_or_else(|| {
-                let dir = if model.is_dir() {
-                    model.clone()
-                } else {
-                    model.parent().map(PathBuf::from).unwrap_or_default()
-                };
-                dir.join(match format {
-                    ember::inference::ExportFormat::Safetensors => "model-export.safetensors",
-                    ember::inference::ExportFormat::Burn => "model-export.mpk",
-                })
-            });
-            ember::inference::with_model::<AllBackends, _>(
+            vec![export_command::<D>(
                 &source,
-                Device::Cpu,
-                ember::inference::Export {
-                    format,
-                    layout,
-                    out: out.clone(),
-                    job: source.config.job.name(),
-                },
-            )?;
-            console.always(&format!(
-                "{} -> {}",
-                source.weights.describe(),
-                out.display()
-            ));
-            Ok(())
+                &model.model,
+                format,
+                layout,
+                out,
+            )?]
         }
-        Command::Plot { runs, out } => {
-            let mut curves = Vec::new();
-            let mut jobs = Vec::new();
-            for run in &runs {
-                let history = ember::train::history::read_csv(&run.join(ember::run_dir::METRICS))?;
-                if let Ok(c) = ember::config::load(&run.join(ember::run_dir::CONFIG)) {
-                    jobs.push(c.job.name());
-                }
-                let label = run
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| run.display().to_string());
-                curves.push(ember::plot::Curve { label, history });
-            }
-            jobs.dedup();
-            let out = out.unwrap_or_else(|| match runs.as_slice() {
-                [one] => one.join(ember::run_dir::CURVES),
-                _ => PathBuf::from(ember::run_dir::CURVES),
-            });
-            ember::plot::draw(&curves, &jobs.join(", "), &out)?;
-            let what = match runs.len() {
-                1 => "curves of 1 run".to_string(),
-                n => format!("curves of {n} runs"),
-            };
-            console.always(&format!("{what} -> {}", out.display()));
-            Ok(())
-        }
+        Command::Plot { runs, out } => vec![ember::plot::draw_runs(&runs, out)?],
         Command::Runs { dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from("runs"));
-            let rows = ember::runs::list(&dir)?;
-            if rows.is_empty() {
-                console.always(&format!("no runs in {}", dir.display()));
-            } else {
-                console.always(&ember::runs::table(&rows));
-            }
-            Ok(())
+            vec![ember::run::listing::report(&dir)?]
         }
         Command::Bench {
             config,
@@ -343,53 +245,16 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
             max_train_rows,
             json,
         } => {
-            let report = ember::bench::run::<AllBackends>(&config, device, epochs, max_train_rows)?;
-            if json {
-                console.always(&serde_json::to_string(&report).expect("a report serialises"));
-            } else {
-                console.always(&report.text());
-            }
-            Ok(())
+            let report = ember::bench::run::<D>(&config, device, epochs, max_train_rows)?;
+            vec![match json {
+                true => serde_json::to_string(&report).expect("a report serialises"),
+                false => report.text(),
+            }]
         }
-        Command::Info => {
-            console.always(&format!(
-                "ember {} (Burn {})",
-                env!("CARGO_PKG_VERSION"),
-                ember::summary::BURN_VERSION
-            ));
-            let cuda = if cfg!(feature = "cuda") {
-                "cuda (with fusion)"
-            } else {
-                "no cuda (built without the `cuda` feature)"
-            };
-            let wgpu = if cfg!(feature = "wgpu") {
-                "wgpu (with fusion)"
-            } else {
-                "no wgpu (built without the `wgpu` feature)"
-            };
-            console.always(&format!("backends: cpu (flex), {cuda}, {wgpu}"));
-            console.always(&format!("cpu: {} threads", rayon::current_num_threads()));
-            match ember::device::cuda_devices() {
-                Ok(devices) if !devices.is_empty() => {
-                    for (i, name) in devices.iter().enumerate() {
-                        console.always(&format!("cuda:{i}: {name}"));
-                    }
-                }
-                Ok(_) => console.always("cuda: no device found"),
-                Err(why) => console.always(&format!("cuda: unavailable ({why})")),
-            }
-            let adapters = ember::device::adapters::list();
-            if adapters.is_empty() {
-                console.always("wgpu: no adapter found");
-            }
-            for (i, adapter) in adapters.iter().enumerate() {
-                console.always(&format!("wgpu:{i}: {}", adapter.describe()));
-            }
-            match ember::device::auto_device() {
-                Ok(d) => console.always(&format!("--device auto: {d}")),
-                Err(e) => console.always(&format!("--device auto: {e}")),
-            }
-            Ok(())
-        }
-    }
+        Command::Info => std::iter::once(format!("ember {VERSION} (Burn {})", ember::BURN_VERSION))
+            .chain(ember::device::info_lines())
+            .collect(),
+    };
+    lines.iter().for_each(|l| console.always(l));
+    Ok(())
 }

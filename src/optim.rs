@@ -139,14 +139,34 @@ impl Adam {
     }
 }
 
+/// Work that needs the concrete optimizer type (a Learner, a bare step loop).
+pub trait WithOptimizer<B: AutodiffBackend, M: AutodiffModule<B>> {
+    type Output;
+    fn run<O: burn::optim::Optimizer<M, B> + 'static>(self, optimizer: O, lr: f64) -> Self::Output;
+}
+
 /// The optimizer that a config's `[sgd]` or `[adam]` section names, with its learning rate.
-/// Callers match on it to hand the concrete optimizer type to generic code.
+/// [`Chosen::run`] hands the concrete optimizer type to generic code.
 pub enum Chosen {
     Sgd(Sgd, f64),
     Adam(Adam, f64),
 }
 
 impl Chosen {
+    /// Runs `task` with this optimizer: the one match on the optimizer kind.
+    pub fn run<B, M, T>(self, task: T) -> T::Output
+    where
+        B: AutodiffBackend,
+        B::InnerBackend: EmberBackend,
+        M: AutodiffModule<B> + 'static,
+        T: WithOptimizer<B, M>,
+    {
+        match self {
+            Chosen::Sgd(sgd, lr) => task.run(sgd.init(), lr),
+            Chosen::Adam(adam, lr) => task.run(adam.init(), lr),
+        }
+    }
+
     pub fn from_spec(spec: &OptimizerSpec) -> Self {
         match *spec {
             OptimizerSpec::Sgd { lr, momentum } => Chosen::Sgd(Sgd { momentum }, lr),

@@ -3,7 +3,9 @@
 //! so no system font library is needed.
 
 use crate::error::{EmberError, Result};
-use crate::train::history::EpochRecord;
+use crate::run::history::EpochRecord;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 use std::path::Path;
@@ -98,119 +100,242 @@ fn values(e: &EpochRecord, metric: Metric, valid: bool) -> Option<f64> {
     }
 }
 
+type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+/// A chart with epochs along x and `Y` (linear or log) up the y axis.
+type Chart<'a, DB, Y> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, Y>>;
+
+/// The extent of one panel's axes and their labels.
+struct Axes {
+    max_epoch: usize,
+    lo: f64,
+    hi: f64,
+    /// Losses that span decades (the linear-scalar job's do) are drawn on a log axis.
+    log: bool,
+    y_label: &'static str,
+    caption: &'static str,
+}
+
+impl Axes {
+    fn of(curves: &[Curve], metric: Metric) -> Axes {
+        let points: Vec<f64> = curves
+            .iter()
+            .flat_map(|c| c.history.iter())
+            .flat_map(|e| [values(e, metric, false), values(e, metric, true)])
+            .flatten()
+            .collect();
+        let max_epoch = curves
+            .iter()
+            .flat_map(|c| c.history.last().map(|e| e.epoch))
+            .max()
+            .unwrap_or(1)
+            .max(2);
+        let (lo, hi) = points
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                (a.min(*v), b.max(*v))
+            });
+        let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
+        let log = metric == Metric::Loss && lo > 0.0 && hi / lo > 100.0;
+        let (y_label, caption) = match metric {
+            Metric::Loss => (if log { "loss (log scale)" } else { "loss" }, "Loss"),
+            Metric::Accuracy => ("accuracy (%)", "Accuracy"),
+        };
+        Axes {
+            max_epoch,
+            lo,
+            hi,
+            log,
+            y_label,
+            caption,
+        }
+    }
+
+    /// The y range of a linear axis: the values with 5 % padding, accuracy not below 0.
+    fn linear_y(&self, metric: Metric) -> std::ops::Range<f64> {
+        let pad = ((self.hi - self.lo) * 0.05).max(1e-6);
+        let bottom = if metric == Metric::Accuracy {
+            (self.lo - pad).max(0.0)
+        } else {
+            self.lo - pad
+        };
+        bottom..self.hi + pad
+    }
+}
+
+/// Draws one metric's panel: its axes, every run's train and valid curves, and the legend.
 fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     curves: &[Curve],
     metric: Metric,
-) -> std::result::Result<(), Box<dyn std::error::Error>>
+) -> DrawResult
 where
     DB::ErrorType: 'static,
 {
-    let points: Vec<f64> = curves
-        .iter()
-        .flat_map(|c| c.history.iter())
-        .flat_map(|e| [values(e, metric, false), values(e, metric, true)])
-        .flatten()
-        .collect();
-    let max_epoch = curves
-        .iter()
-        .flat_map(|c| c.history.last().map(|e| e.epoch))
-        .max()
-        .unwrap_or(1)
-        .max(2);
-    let (lo, hi) = points
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-            (a.min(*v), b.max(*v))
-        });
-    let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
-    // Losses that span decades (the linear-scalar job's do) are drawn on a log axis.
-    let log = metric == Metric::Loss && lo > 0.0 && hi / lo > 100.0;
-    let (y_label, caption) = match metric {
-        Metric::Loss => (if log { "loss (log scale)" } else { "loss" }, "Loss"),
-        Metric::Accuracy => ("accuracy (%)", "Accuracy"),
-    };
-    let pad = ((hi - lo) * 0.05).max(1e-6);
+    let axes = Axes::of(curves, metric);
     let mut builder = ChartBuilder::on(area);
     builder
-        .caption(caption, ("sans-serif", 20))
+        .caption(axes.caption, ("sans-serif", 20))
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(78);
-
-    macro_rules! draw_series {
-        ($chart:ident) => {{
-            $chart
-                .configure_mesh()
-                .x_desc("epoch")
-                .y_desc(y_label)
-                .x_label_formatter(&|x| format!("{x:.0}"))
-                .x_labels(max_epoch.min(12))
-                .label_style(("sans-serif", 15))
-                .axis_desc_style(("sans-serif", 17))
-                .light_line_style(WHITE.mix(0.0))
-                .draw()?;
-            for (i, c) in curves.iter().enumerate() {
-                let color = COLORS[i % COLORS.len()];
-                let name = |split: &str| {
-                    if curves.len() == 1 {
-                        split.to_string()
-                    } else {
-                        format!("{} {split}", c.label)
-                    }
-                };
-                let train: Vec<(f64, f64)> = c
-                    .history
-                    .iter()
-                    .filter_map(|e| values(e, metric, false).map(|v| (e.epoch as f64, v)))
-                    .collect();
-                let valid: Vec<(f64, f64)> = c
-                    .history
-                    .iter()
-                    .filter_map(|e| values(e, metric, true).map(|v| (e.epoch as f64, v)))
-                    .collect();
-                $chart
-                    .draw_series(DashedLineSeries::new(train, 8, 5, color.stroke_width(2)))?
-                    .label(name("train"))
-                    .legend(move |(x, y)| {
-                        EmptyElement::at((x, y))
-                            + PathElement::new(vec![(0, 0), (9, 0)], color.stroke_width(2))
-                            + PathElement::new(vec![(15, 0), (24, 0)], color.stroke_width(2))
-                    });
-                $chart
-                    .draw_series(LineSeries::new(valid.clone(), color.stroke_width(3)))?
-                    .label(name("valid"))
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
-                    });
-                $chart.draw_series(valid.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
-            }
-            $chart
-                .configure_series_labels()
-                .position(if metric == Metric::Loss {
-                    SeriesLabelPosition::UpperRight
-                } else {
-                    SeriesLabelPosition::LowerRight
-                })
-                .label_font(("sans-serif", 15))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.4))
-                .draw()?;
-        }};
-    }
-
-    let x = 1f64..max_epoch as f64;
-    if log {
-        let mut chart = builder.build_cartesian_2d(x, (lo * 0.8..hi * 1.25).log_scale())?;
-        draw_series!(chart);
+    let x = 1f64..axes.max_epoch as f64;
+    if axes.log {
+        let y = (axes.lo * 0.8..axes.hi * 1.25).log_scale();
+        let mut chart = builder.build_cartesian_2d(x, y)?;
+        draw_chart(&mut chart, curves, metric, &axes)
     } else {
-        let bottom = if metric == Metric::Accuracy {
-            (lo - pad).max(0.0)
-        } else {
-            lo - pad
-        };
-        let mut chart = builder.build_cartesian_2d(x, bottom..hi + pad)?;
-        draw_series!(chart);
+        let mut chart = builder.build_cartesian_2d(x, axes.linear_y(metric))?;
+        draw_chart(&mut chart, curves, metric, &axes)
     }
+}
+
+/// Draws the mesh, then each run's curves in its colour, then the legend.
+fn draw_chart<'a, DB, Y>(
+    chart: &mut Chart<'a, DB, Y>,
+    curves: &[Curve],
+    metric: Metric,
+    axes: &Axes,
+) -> DrawResult
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    draw_mesh(chart, axes)?;
+    for (i, c) in curves.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let name = |split: &str| {
+            if curves.len() == 1 {
+                split.to_string()
+            } else {
+                format!("{} {split}", c.label)
+            }
+        };
+        draw_train(chart, points(c, metric, false), color, name("train"))?;
+        draw_valid(chart, points(c, metric, true), color, name("valid"))?;
+    }
+    draw_legend(chart, metric)
+}
+
+/// One run's `(epoch, value)` points of the train or valid split.
+fn points(c: &Curve, metric: Metric, valid: bool) -> Vec<(f64, f64)> {
+    c.history
+        .iter()
+        .filter_map(|e| values(e, metric, valid).map(|v| (e.epoch as f64, v)))
+        .collect()
+}
+
+/// The axes, their descriptions and labels, without grid lines.
+fn draw_mesh<'a, DB, Y>(chart: &mut Chart<'a, DB, Y>, axes: &Axes) -> DrawResult
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc("epoch")
+        .y_desc(axes.y_label)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_labels(axes.max_epoch.min(12))
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 17))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()?;
     Ok(())
+}
+
+/// A train curve: dashed, 2 px, with a dashed legend mark.
+fn draw_train<'a, DB, Y>(
+    chart: &mut Chart<'a, DB, Y>,
+    train: Vec<(f64, f64)>,
+    color: RGBColor,
+    label: String,
+) -> DrawResult
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .draw_series(DashedLineSeries::new(train, 8, 5, color.stroke_width(2)))?
+        .label(label)
+        .legend(move |(x, y)| {
+            EmptyElement::at((x, y))
+                + PathElement::new(vec![(0, 0), (9, 0)], color.stroke_width(2))
+                + PathElement::new(vec![(15, 0), (24, 0)], color.stroke_width(2))
+        });
+    Ok(())
+}
+
+/// A valid curve: solid, 3 px, with a dot at each epoch and a solid legend mark.
+fn draw_valid<'a, DB, Y>(
+    chart: &mut Chart<'a, DB, Y>,
+    valid: Vec<(f64, f64)>,
+    color: RGBColor,
+    label: String,
+) -> DrawResult
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .draw_series(LineSeries::new(valid.clone(), color.stroke_width(3)))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3)));
+    chart.draw_series(valid.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+    Ok(())
+}
+
+/// The legend: upper right on the loss panel, lower right on the accuracy panel.
+fn draw_legend<'a, DB, Y>(chart: &mut Chart<'a, DB, Y>, metric: Metric) -> DrawResult
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .configure_series_labels()
+        .position(if metric == Metric::Loss {
+            SeriesLabelPosition::UpperRight
+        } else {
+            SeriesLabelPosition::LowerRight
+        })
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .draw()?;
+    Ok(())
+}
+
+/// `ember plot`: the curves of `runs` in one PNG (default: a single run's own `curves.png`, or
+/// `curves.png` here). Returns the line to print.
+pub fn draw_runs(runs: &[std::path::PathBuf], out: Option<std::path::PathBuf>) -> Result<String> {
+    use crate::run::folder;
+    let mut curves = Vec::new();
+    let mut jobs = Vec::new();
+    for run in runs {
+        let history = crate::run::history::read_csv(&run.join(folder::METRICS))?;
+        if let Ok(c) = crate::config::load(&run.join(folder::CONFIG)) {
+            jobs.push(c.job.name());
+        }
+        let label = run
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| run.display().to_string());
+        curves.push(Curve { label, history });
+    }
+    jobs.dedup();
+    let out = out.unwrap_or_else(|| match runs {
+        [one] => one.join(folder::CURVES),
+        _ => std::path::PathBuf::from(folder::CURVES),
+    });
+    draw(&curves, &jobs.join(", "), &out)?;
+    let what = match runs.len() {
+        1 => "curves of 1 run".to_string(),
+        n => format!("curves of {n} runs"),
+    };
+    Ok(format!("{what} -> {}", out.display()))
 }

@@ -3,7 +3,8 @@
 //! Every check names the file: magic number, dimension count, item count, the bytes that are
 //! missing from a truncated file, and labels out of range.
 
-use crate::error::{EmberError, Result, read_file};
+use crate::error::{EmberError, Result};
+use crate::fs::read_file;
 use std::io::Read;
 use std::path::Path;
 

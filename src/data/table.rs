@@ -178,7 +178,7 @@ fn inputs(
 
 fn csv_reason(e: &csv::Error) -> String {
     match e.kind() {
-        csv::ErrorKind::Io(io) => crate::error::describe_io(io),
+        csv::ErrorKind::Io(io) => crate::fs::describe_io(io),
         csv::ErrorKind::Utf8 { pos, .. } => format!(
             "line {}: not valid UTF-8 text",
             pos.as_ref().map_or(0, |p| p.line())

@@ -4,13 +4,15 @@
 //! at run time.
 
 pub mod adapters;
+mod backend;
 mod cubecl_config;
 pub mod host_read;
+
+pub use backend::{Backends, CpuBackend, CpuOnly, OnBackend, TrainBackend};
 
 use crate::error::Result;
 use crate::input_err;
 use adapters::{Adapter, WgpuTarget};
-use burn::backend::{Autodiff, Flex};
 use std::str::FromStr;
 
 /// What the user asked for with `--device`.
@@ -172,6 +174,48 @@ pub fn max_tensor_bytes(device: Device) -> Option<u64> {
     }
 }
 
+/// `ember info`'s lines about devices: the backends compiled in, the CPU, each CUDA device and
+/// wgpu adapter, and what `--device auto` picks.
+pub fn info_lines() -> Vec<String> {
+    let built = |on: bool, name: &str| match on {
+        true => format!("{name} (with fusion)"),
+        false => format!("no {name} (built without the `{name}` feature)"),
+    };
+    let mut lines = vec![
+        format!(
+            "backends: cpu (flex), {}, {}",
+            built(cfg!(feature = "cuda"), "cuda"),
+            built(cfg!(feature = "wgpu"), "wgpu")
+        ),
+        format!("cpu: {} threads", rayon::current_num_threads()),
+    ];
+    match cuda_devices() {
+        Ok(devices) if !devices.is_empty() => lines.extend(
+            devices
+                .iter()
+                .enumerate()
+                .map(|(i, name)| format!("cuda:{i}: {name}")),
+        ),
+        Ok(_) => lines.push("cuda: no device found".into()),
+        Err(why) => lines.push(format!("cuda: unavailable ({why})")),
+    }
+    let adapters = adapters::list();
+    if adapters.is_empty() {
+        lines.push("wgpu: no adapter found".into());
+    }
+    lines.extend(
+        adapters
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("wgpu:{i}: {}", a.describe())),
+    );
+    lines.push(match auto_device() {
+        Ok(d) => format!("--device auto: {d}"),
+        Err(e) => format!("--device auto: {e}"),
+    });
+    lines
+}
+
 /// A line for the log: the device with its name or thread count.
 pub fn describe(device: Device) -> String {
     match device {
@@ -189,38 +233,6 @@ pub fn describe(device: Device) -> String {
                 .map(Adapter::describe)
                 .unwrap_or_default();
             format!("wgpu:{} ({adapter}; Burn wgpu backend with fusion)", t.row)
-        }
-    }
-}
-
-/// Work that runs on whichever backend was chosen.
-pub trait OnBackend {
-    type Output;
-    fn run<B: crate::ops::TrainBackend>(self, device: B::Device) -> Self::Output;
-}
-
-/// The CPU backend ember trains on.
-pub type CpuBackend = Autodiff<Flex>;
-
-/// The set of backends a program can run tasks on. The binary implements it with CUDA and the
-/// CPU; the library's own tests with the CPU alone. Keeping the concrete backends out of the
-/// library means Burn's generic code is compiled for CUDA once, in the binary, and not again
-/// for the library's tests.
-pub trait Backends {
-    /// Runs `task` on `device`'s backend.
-    fn dispatch<T: OnBackend>(device: Device, task: T) -> T::Output;
-}
-
-/// Only Burn's CPU backend.
-pub struct CpuOnly;
-
-impl Backends for CpuOnly {
-    fn dispatch<T: OnBackend>(device: Device, task: T) -> T::Output {
-        match device {
-            Device::Cpu => task.run::<CpuBackend>(Default::default()),
-            Device::Cuda(_) | Device::Wgpu(_) => {
-                unreachable!("CpuOnly serves programs that never choose a GPU")
-            }
         }
     }
 }

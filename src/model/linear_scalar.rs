@@ -8,7 +8,8 @@ use super::{
 use crate::config::Init;
 use crate::data::loader::{Rows, gather_rows};
 use crate::data::{HostSplit, Labels};
-use crate::ops::{EmberBackend, TrainBackend};
+use crate::device::TrainBackend;
+use crate::ops::EmberBackend;
 use burn::module::Param;
 use burn::nn::Linear;
 use burn::nn::loss::{MseLoss, Reduction};

@@ -5,14 +5,15 @@ pub mod fashion;
 pub mod linear_scalar;
 pub mod tabular;
 
-use crate::config::Init;
+use crate::config::{Init, JobKind};
+use crate::device::TrainBackend;
 use burn::module::AutodiffModule;
 use burn::module::{Param, ParamId};
 use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
-use burn::train::{ItemLazy, TrainOutput};
+use burn::train::{ItemLazy, TrainOutput, TrainStep};
 use rand_mt::Mt64;
 
 /// What a train or valid step hands back: the batch's mean loss and, for classifiers, the
@@ -204,6 +205,46 @@ pub trait EmberModel<B: crate::ops::EmberBackend>:
 
     /// A split's rows on the device, as this model's batch.
     fn batch(split: &crate::data::HostSplit, device: &B::Device) -> Self::Batch;
+}
+
+/// The bounds every ember model meets in training: Burn's train step over device-cut batches
+/// with ember's step output, and an inference form that is an [`EmberModel`] itself.
+pub trait TrainableModel<B: TrainBackend>:
+    EmberModel<B>
+    + TrainStep<Input = <Self as EmberModel<B>>::Batch, Output = StepOutput<B>>
+    + AutodiffModule<B, InnerModule = Self::Inference>
+    + core::fmt::Display
+    + 'static
+{
+    type Inference: EmberModel<B::Inference>;
+}
+
+impl<B, M, I> TrainableModel<B> for M
+where
+    B: TrainBackend,
+    I: EmberModel<B::Inference>,
+    M: EmberModel<B>
+        + TrainStep<Input = <M as EmberModel<B>>::Batch, Output = StepOutput<B>>
+        + AutodiffModule<B, InnerModule = I>
+        + core::fmt::Display
+        + 'static,
+{
+    type Inference = I;
+}
+
+/// Work that needs the model type of a job (train it, time it, load it).
+pub trait WithModel<B: TrainBackend> {
+    type Output;
+    fn run<M: TrainableModel<B>>(self) -> Self::Output;
+}
+
+/// The one place that maps a job to its model type.
+pub fn for_job<B: TrainBackend, T: WithModel<B>>(job: JobKind, task: T) -> T::Output {
+    match job {
+        JobKind::FashionMlp => task.run::<fashion::FashionMlp<B>>(),
+        JobKind::TabularMlp => task.run::<tabular::TabularMlp<B>>(),
+        JobKind::LinearScalar => task.run::<linear_scalar::LinearScalar<B>>(),
+    }
 }
 
 /// Per-row outputs for `ember predict`: a CSV header and one row of cells per input row.

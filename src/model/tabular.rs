@@ -8,7 +8,8 @@ use super::{
 use crate::config::Init;
 use crate::data::loader::{Rows, gather_rows};
 use crate::data::{HostSplit, Labels};
-use crate::ops::{Activation, EmberBackend, TrainBackend, linear};
+use crate::device::TrainBackend;
+use crate::ops::{Activation, EmberBackend, linear};
 use burn::nn::Linear;
 use burn::nn::loss::BinaryCrossEntropyLossConfig;
 use burn::prelude::*;

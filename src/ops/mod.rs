@@ -161,21 +161,6 @@ pub fn linear<B: EmberBackend>(
     )))
 }
 
-/// A backend ember trains on: Burn's autodiff over an inner backend, both with ember's ops.
-pub trait TrainBackend:
-    burn::tensor::backend::AutodiffBackend<InnerBackend = Self::Inference> + EmberBackend
-{
-    type Inference: EmberBackend<Device = Self::Device>;
-}
-
-impl<B> TrainBackend for B
-where
-    B: burn::tensor::backend::AutodiffBackend + EmberBackend,
-    B::InnerBackend: EmberBackend,
-{
-    type Inference = B::InnerBackend;
-}
-
 /// Element-wise tanh through ember's backend extension.
 pub fn tanh<B: EmberBackend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
     Tensor::from_primitive(TensorPrimitive::Float(B::tanh(x.into_primitive().tensor())))

@@ -6,8 +6,9 @@
 //! of each part, the metric history, the config hash). Only then are older epochs deleted.
 //! Loading starts from the newest manifest and verifies every part before decoding it.
 
-use crate::error::{EmberError, Result, write_atomic};
-use crate::train::history::EpochRecord;
+use crate::error::{EmberError, Result};
+use crate::fs::write_atomic;
+use crate::run::history::EpochRecord;
 use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Record, Recorder};
 use burn::tensor::backend::Backend;
 use burn::train::checkpoint::{Checkpointer, CheckpointerError};
@@ -18,7 +19,35 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
 /// The three records of a learner, each written by its own checkpointer thread.
-pub const PARTS: [&str; 3] = ["model", "optim", "scheduler"];
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Model,
+    Optim,
+    Scheduler,
+}
+
+impl Part {
+    pub const ALL: [Part; 3] = [Part::Model, Part::Optim, Part::Scheduler];
+
+    /// The part's name in manifests and file names (`model-3.mpk`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Model => "model",
+            Part::Optim => "optim",
+            Part::Scheduler => "scheduler",
+        }
+    }
+
+    /// The part's file for `epoch`.
+    pub fn file(self, epoch: usize) -> String {
+        format!("{}-{epoch}.mpk", self.name())
+    }
+}
+
+/// `epoch-N.json`, the manifest that completes an epoch's checkpoint.
+fn manifest_file(epoch: usize) -> String {
+    format!("epoch-{epoch}.json")
+}
 
 type Bytes = NamedMpkBytesRecorder<FullPrecisionSettings>;
 
@@ -83,9 +112,9 @@ impl CheckpointDir {
     }
 
     /// A checkpointer for one part, to hand to Burn's `AsyncCheckpointer`.
-    pub fn part(&self, name: &'static str) -> PartCheckpointer {
+    pub fn part(&self, part: Part) -> PartCheckpointer {
         PartCheckpointer {
-            name,
+            part,
             dir: self.clone(),
         }
     }
@@ -114,12 +143,12 @@ impl CheckpointDir {
             .committed
     }
 
-    fn part_written(&self, epoch: usize, name: &str, file: PartFile) -> Result<()> {
+    fn part_written(&self, epoch: usize, part: Part, file: PartFile) -> Result<()> {
         let (lock, cvar) = &*self.state;
         let mut p = lock.lock().expect("checkpoint state lock");
         let parts = p.parts.entry(epoch).or_default();
-        parts.insert(name.to_string(), file);
-        if parts.len() == PARTS.len() {
+        parts.insert(part.name().to_string(), file);
+        if parts.len() == Part::ALL.len() {
             let parts = p.parts.remove(&epoch).unwrap_or_default();
             let (config_hash, history) = p.extra.remove(&epoch).unwrap_or_default();
             let manifest = Manifest {
@@ -148,7 +177,7 @@ impl CheckpointDir {
 
     /// Writes the manifest, then removes every older epoch: there is always one complete epoch.
     fn commit(&self, manifest: &Manifest) -> Result<()> {
-        let path = self.dir.join(format!("epoch-{}.json", manifest.epoch));
+        let path = self.dir.join(manifest_file(manifest.epoch));
         let text = serde_json::to_vec_pretty(manifest).expect("a manifest always serialises");
         write_atomic(&path, &text)?;
         for old in list_epochs(&self.dir)
@@ -163,9 +192,9 @@ impl CheckpointDir {
 
 fn remove_epoch(dir: &Path, epoch: usize) {
     // The manifest goes first, so a kill in between never leaves a manifest without its parts.
-    std::fs::remove_file(dir.join(format!("epoch-{epoch}.json"))).ok();
-    for part in PARTS {
-        std::fs::remove_file(dir.join(format!("{part}-{epoch}.mpk"))).ok();
+    std::fs::remove_file(dir.join(manifest_file(epoch))).ok();
+    for part in Part::ALL {
+        std::fs::remove_file(dir.join(part.file(epoch))).ok();
     }
 }
 
@@ -189,7 +218,7 @@ pub fn list_epochs(dir: &Path) -> Vec<usize> {
 
 /// Writes one part (`model`, `optim` or `scheduler`) of each epoch's checkpoint.
 pub struct PartCheckpointer {
-    name: &'static str,
+    part: Part,
     dir: CheckpointDir,
 }
 
@@ -197,13 +226,16 @@ impl<R: Record<B>, B: Backend> Checkpointer<R, B> for PartCheckpointer {
     fn save(&self, epoch: usize, record: R) -> std::result::Result<(), CheckpointerError> {
         let result = (|| -> Result<()> {
             let bytes = Recorder::<B>::record(&Bytes::default(), record, ()).map_err(|e| {
-                EmberError::Runtime(format!("cannot encode the {} checkpoint: {e}", self.name))
+                EmberError::Runtime(format!(
+                    "cannot encode the {} checkpoint: {e}",
+                    self.part.name()
+                ))
             })?;
-            let file = format!("{}-{epoch}.mpk", self.name);
+            let file = self.part.file(epoch);
             write_atomic(&self.dir.dir.join(&file), &bytes)?;
             self.dir.part_written(
                 epoch,
-                self.name,
+                self.part,
                 PartFile {
                     file,
                     bytes: bytes.len() as u64,
@@ -229,15 +261,15 @@ impl<R: Record<B>, B: Backend> Checkpointer<R, B> for PartCheckpointer {
     ) -> std::result::Result<R, CheckpointerError> {
         let manifest = read_manifest(&self.dir.dir, epoch)
             .map_err(|e| CheckpointerError::Unknown(e.to_string()))?;
-        load_part(&self.dir.dir, &manifest, self.name, device)
+        load_part(&self.dir.dir, &manifest, self.part, device)
             .map_err(|e| CheckpointerError::Unknown(e.to_string()))
     }
 }
 
 /// Reads and parses `epoch-N.json`.
 pub fn read_manifest(dir: &Path, epoch: usize) -> Result<Manifest> {
-    let path = dir.join(format!("epoch-{epoch}.json"));
-    let bytes = crate::error::read_file(&path)?;
+    let path = dir.join(manifest_file(epoch));
+    let bytes = crate::fs::read_file(&path)?;
     serde_json::from_slice(&bytes)
         .map_err(|e| EmberError::file(&path, format!("corrupt checkpoint manifest ({e})")))
 }
@@ -257,9 +289,10 @@ pub fn latest(dir: &Path) -> Result<Manifest> {
 pub fn load_part<R: Record<B>, B: Backend>(
     dir: &Path,
     manifest: &Manifest,
-    part: &str,
+    part: Part,
     device: &B::Device,
 ) -> Result<R> {
+    let part = part.name();
     let entry = manifest.parts.get(part).ok_or_else(|| {
         EmberError::Input(format!(
             "{}: checkpoint of epoch {} lists no {part} file",
@@ -268,7 +301,7 @@ pub fn load_part<R: Record<B>, B: Backend>(
         ))
     })?;
     let path = dir.join(&entry.file);
-    let bytes = crate::error::read_file(&path)?;
+    let bytes = crate::fs::read_file(&path)?;
     if bytes.len() as u64 != entry.bytes || sha256_hex(&bytes) != entry.sha256 {
         return Err(EmberError::file(
             &path,

@@ -94,3 +94,30 @@ impl Numeric for RunningMetric {
         self.value()
     }
 }
+
+/// Burn's metric logger writes a file per metric and epoch, row by row; ember keeps its own
+/// per-epoch `metrics.csv`, so this logger keeps nothing.
+pub struct NullLogger;
+
+impl burn::train::logger::MetricLogger for NullLogger {
+    fn log(
+        &mut self,
+        _: burn::train::metric::store::MetricsUpdate,
+        _: usize,
+        _: &burn::train::metric::store::Split,
+    ) {
+    }
+
+    fn read_numeric(
+        &mut self,
+        _: &str,
+        _: usize,
+        _: &burn::train::metric::store::Split,
+    ) -> std::result::Result<Vec<burn::train::metric::NumericEntry>, String> {
+        Ok(Vec::new())
+    }
+
+    fn log_metric_definition(&mut self, _: burn::train::metric::MetricDefinition) {}
+
+    fn log_epoch_summary(&mut self, _: burn::train::metric::store::EpochSummary) {}
+}

@@ -9,8 +9,9 @@
 
 use crate::error::EmberError;
 use crate::model::{StepOutput, StepTotals as Totals};
-use crate::train::checkpoint::{CheckpointDir, PARTS};
-use crate::train::history::{EpochRecord, SplitRecord, write_csv};
+use crate::run::folder;
+use crate::run::history::{EpochRecord, SplitRecord, write_csv};
+use crate::train::checkpoint::{CheckpointDir, Part};
 use crate::train::signals::StopSignal;
 use burn::data::dataloader::{DataLoader, Progress};
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
@@ -235,6 +236,157 @@ where
     }
 }
 
+/// The checkpointing state of one `fit`.
+struct Checkpoints<LC: LearningComponentsTypes> {
+    /// Dropped (joining its writer threads) when a Ctrl-C stop must wait for the disk.
+    writer: Option<LearningCheckpointer<LC>>,
+    last_saved: Option<usize>,
+    last_time: Instant,
+}
+
+impl<LC> EmberStrategy<LC>
+where
+    LC: LearningComponentsTypes,
+    LC::TrainingModel: TrainStep<Output = StepOutput<LC::Backend>>,
+    LC::InferenceModel: InferenceStep<Output = StepOutput<Inner<LC>>>,
+{
+    /// Burn's checkpointer for the three parts, writing through ember's atomic checkpointer. A
+    /// failed write stops training through the interrupter instead of panicking in Burn's
+    /// writer thread; the failure itself is reported by `checkpoints`.
+    fn checkpointer(&self, interrupter: &burn::train::Interrupter) -> LearningCheckpointer<LC> {
+        LearningCheckpointer::<LC>::new(
+            AsyncCheckpointer::new(self.checkpoints.part(Part::Model))
+                .with_interrupter(interrupter.clone()),
+            AsyncCheckpointer::new(self.checkpoints.part(Part::Optim))
+                .with_interrupter(interrupter.clone()),
+            AsyncCheckpointer::new(self.checkpoints.part(Part::Scheduler))
+                .with_interrupter(interrupter.clone()),
+            Box::new(EveryEpoch),
+        )
+    }
+
+    /// One epoch: train, validate, check for non-finite values, record, checkpoint.
+    #[allow(clippy::too_many_arguments)]
+    fn epoch(
+        &self,
+        epoch: usize,
+        learner: &mut Learner<LC>,
+        components: &mut Components<'_, LC>,
+        history: &mut Vec<EpochRecord>,
+        saves: &mut Checkpoints<LC>,
+    ) -> Result<(), EmberError> {
+        let epochs = components.epochs;
+        self.epoch_cell.set(epoch);
+        let train = self.train_epoch(
+            learner,
+            &*components.train,
+            epoch,
+            epochs,
+            components.processor,
+            &components.interrupter,
+        )?;
+        if components.interrupter.should_stop() {
+            let why = components
+                .interrupter
+                .get_message()
+                .unwrap_or_else(|| "training was interrupted".to_string());
+            return Err(EmberError::Runtime(format!(
+                "stopped in epoch {epoch}: {why}"
+            )));
+        }
+        let model = learner.model().valid();
+        let valid = self.valid_epoch(
+            &model,
+            &*components.valid,
+            epoch,
+            epochs,
+            components.processor,
+        );
+        if !valid.loss.is_finite() {
+            return Err(self.diverged(
+                "non-finite validation loss",
+                epoch,
+                "after the last step".into(),
+            ));
+        }
+        if non_finite_weights::<LC::Backend, _>(&learner.model()) {
+            return Err(self.diverged("non-finite weights", epoch, "after the last step".into()));
+        }
+        let record = EpochRecord {
+            epoch,
+            train,
+            valid,
+        };
+        history.push(record);
+        write_csv(&self.run_dir.join(folder::METRICS), history)?;
+        let stopping = self.stop.requested() && epoch < epochs;
+        self.maybe_checkpoint(epoch, epochs, stopping, learner, components, history, saves)?;
+        self.console.line(&self.epoch_line(&record, epochs));
+        if stopping {
+            return Err(self.stopped_by_ctrl_c(epoch, epochs, saves));
+        }
+        Ok(())
+    }
+
+    /// Checkpoints when due (every `checkpoint_every`), after the last epoch, and on Ctrl-C.
+    #[allow(clippy::too_many_arguments)]
+    fn maybe_checkpoint(
+        &self,
+        epoch: usize,
+        epochs: usize,
+        stopping: bool,
+        learner: &Learner<LC>,
+        components: &Components<'_, LC>,
+        history: &[EpochRecord],
+        saves: &mut Checkpoints<LC>,
+    ) -> Result<(), EmberError> {
+        let due = saves.last_time.elapsed() >= self.checkpoint_every;
+        let Some(writer) = saves.writer.as_mut() else {
+            return Ok(());
+        };
+        if !(due || epoch == epochs || stopping) {
+            return Ok(());
+        }
+        self.checkpoints
+            .prepare(epoch, self.config_hash.clone(), history.to_vec());
+        writer.checkpoint(learner, epoch, components.event_store);
+        saves.last_saved = Some(epoch);
+        saves.last_time = Instant::now();
+        if self.wait_for_checkpoints {
+            self.checkpoints.wait_for(epoch)?;
+        }
+        Ok(())
+    }
+
+    /// After a Ctrl-C: waits until the epoch's checkpoint is on disk (dropping the checkpointer
+    /// joins its writer threads), and says how to resume.
+    fn stopped_by_ctrl_c(
+        &self,
+        epoch: usize,
+        epochs: usize,
+        saves: &mut Checkpoints<LC>,
+    ) -> EmberError {
+        drop(saves.writer.take());
+        match self.checkpoints.wait_for(epoch) {
+            Ok(()) => EmberError::Interrupted(format!(
+                "stopped by Ctrl-C after epoch {epoch}/{epochs}; resume with: ember train --resume {}",
+                self.run_dir.display()
+            )),
+            Err(e) => e,
+        }
+    }
+}
+
+/// What `fit` hands to each epoch.
+struct Components<'a, LC: LearningComponentsTypes> {
+    train: TrainLoader<LC>,
+    valid: ValidLoader<LC>,
+    processor: &'a mut SupervisedTrainingEventProcessor<LC>,
+    interrupter: burn::train::Interrupter,
+    event_store: &'a EventStoreClient,
+    epochs: usize,
+}
+
 impl<LC> SupervisedLearningStrategy<LC> for EmberStrategy<LC>
 where
     LC: LearningComponentsTypes,
@@ -250,110 +402,31 @@ where
         starting_epoch: usize,
     ) -> (TrainingModel<LC>, SupervisedTrainingEventProcessor<LC>) {
         let mut processor = components.event_processor;
-        let interrupter = components.interrupter;
-        let epochs = components.num_epochs;
-        // A failed checkpoint write stops training through this interrupter instead of
-        // panicking in Burn's writer thread; the failure itself is reported by `checkpoints`.
-        let [model_part, optim_part, scheduler_part] = PARTS;
-        let checkpointer = LearningCheckpointer::<LC>::new(
-            AsyncCheckpointer::new(self.checkpoints.part(model_part))
-                .with_interrupter(interrupter.clone()),
-            AsyncCheckpointer::new(self.checkpoints.part(optim_part))
-                .with_interrupter(interrupter.clone()),
-            AsyncCheckpointer::new(self.checkpoints.part(scheduler_part))
-                .with_interrupter(interrupter.clone()),
-            Box::new(EveryEpoch),
-        );
-        let mut checkpointer = Some(checkpointer);
+        let mut saves = Checkpoints {
+            writer: Some(self.checkpointer(&components.interrupter)),
+            last_saved: None,
+            last_time: Instant::now(),
+        };
+        let mut parts = Components {
+            train,
+            valid,
+            processor: &mut processor,
+            interrupter: components.interrupter,
+            event_store: &components.event_store,
+            epochs: components.num_epochs,
+        };
         learner.fork(&self.device);
         let mut history = self.log.lock().expect("run log lock").history.clone();
-        let mut last_saved = None;
-        let mut last_checkpoint = Instant::now();
-
-        for epoch in starting_epoch..=epochs {
-            self.epoch_cell.set(epoch);
-            let train_rec = match self.train_epoch(
-                &mut learner,
-                &*train,
-                epoch,
-                epochs,
-                &mut processor,
-                &interrupter,
-            ) {
-                Ok(r) => r,
-                Err(e) => {
-                    self.fail(e);
-                    break;
-                }
-            };
-            if interrupter.should_stop() {
-                let why = interrupter
-                    .get_message()
-                    .unwrap_or_else(|| "training was interrupted".to_string());
-                self.fail(EmberError::Runtime(format!(
-                    "stopped in epoch {epoch}: {why}"
-                )));
-                break;
-            }
-            let model = learner.model().valid();
-            let valid_rec = self.valid_epoch(&model, &*valid, epoch, epochs, &mut processor);
-            if !valid_rec.loss.is_finite() {
-                self.fail(self.diverged(
-                    "non-finite validation loss",
-                    epoch,
-                    "after the last step".into(),
-                ));
-                break;
-            }
-            if non_finite_weights::<LC::Backend, _>(&learner.model()) {
-                self.fail(self.diverged("non-finite weights", epoch, "after the last step".into()));
-                break;
-            }
-            let record = EpochRecord {
-                epoch,
-                train: train_rec,
-                valid: valid_rec,
-            };
-            history.push(record);
-            if let Err(e) = write_csv(&self.run_dir.join("metrics.csv"), &history) {
+        // The one place a failed epoch ends the run.
+        for epoch in starting_epoch..=parts.epochs {
+            if let Err(e) = self.epoch(epoch, &mut learner, &mut parts, &mut history, &mut saves) {
                 self.fail(e);
-                break;
-            }
-            let stopping = self.stop.requested() && epoch < epochs;
-            let due = last_checkpoint.elapsed() >= self.checkpoint_every;
-            if (due || epoch == epochs || stopping)
-                && let Some(c) = checkpointer.as_mut()
-            {
-                self.checkpoints
-                    .prepare(epoch, self.config_hash.clone(), history.clone());
-                c.checkpoint(&learner, epoch, &components.event_store);
-                last_saved = Some(epoch);
-                last_checkpoint = Instant::now();
-                if self.wait_for_checkpoints
-                    && let Err(e) = self.checkpoints.wait_for(epoch)
-                {
-                    self.fail(e);
-                    break;
-                }
-            }
-            self.console.line(&self.epoch_line(&record, epochs));
-            if stopping {
-                // Dropping the checkpointer joins its writer threads: the epoch is on disk.
-                drop(checkpointer.take());
-                let saved = self.checkpoints.wait_for(epoch);
-                self.fail(match saved {
-                    Ok(()) => EmberError::Interrupted(format!(
-                        "stopped by Ctrl-C after epoch {epoch}/{epochs}; resume with: ember train --resume {}",
-                        self.run_dir.display()
-                    )),
-                    Err(e) => e,
-                });
                 break;
             }
         }
         // Every checkpoint write finishes before the run is reported done.
-        drop(checkpointer);
-        if let Some(epoch) = last_saved
+        drop(saves.writer.take());
+        if let Some(epoch) = saves.last_saved
             && let Err(e) = self.checkpoints.wait_for(epoch)
         {
             self.fail(e);

@@ -1,7 +1,8 @@
 //! The per-epoch record of a run: what `metrics.csv`, `curves.png`, `summary.json` and the
 //! checkpoint manifests are made from.
 
-use crate::error::{Result, write_replace};
+use crate::error::Result;
+use crate::fs::write_replace;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -54,12 +55,12 @@ pub fn write_csv(path: &Path, history: &[EpochRecord]) -> Result<()> {
     for r in history {
         text.push_str(&csv_rows(r));
     }
-    write_replace(path, text.as_bytes(), false)
+    write_replace(path, text.as_bytes())
 }
 
 /// Reads `metrics.csv` back (for `ember plot` and `ember runs`).
 pub fn read_csv(path: &Path) -> Result<Vec<EpochRecord>> {
-    let bytes = crate::error::read_file(path)?;
+    let bytes = crate::fs::read_file(path)?;
     let text = String::from_utf8_lossy(&bytes);
     let mut lines = text.lines();
     if lines.next() != Some(CSV_HEADER) {

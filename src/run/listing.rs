@@ -2,9 +2,9 @@
 //! run still going or killed, its `metrics.csv`).
 
 use crate::error::Result;
-use crate::run_dir;
-use crate::summary::Summary;
-use crate::train::history;
+use crate::run::folder;
+use crate::run::history;
+use crate::run::summary::Summary;
 use std::path::{Path, PathBuf};
 
 /// One row of the table.
@@ -22,7 +22,7 @@ pub struct RunRow {
 }
 
 fn row(path: &Path) -> Option<RunRow> {
-    if let Ok(s) = Summary::read(&path.join(run_dir::SUMMARY)) {
+    if let Ok(s) = Summary::read(&path.join(folder::SUMMARY)) {
         let m = s.final_metrics.as_ref();
         return Some(RunRow {
             path: path.to_path_buf(),
@@ -42,8 +42,8 @@ fn row(path: &Path) -> Option<RunRow> {
         });
     }
     // No summary: a run in progress, or one that was killed.
-    let config = crate::config::load(&path.join(run_dir::CONFIG)).ok()?;
-    let h = history::read_csv(&path.join(run_dir::METRICS)).unwrap_or_default();
+    let config = crate::config::load(&path.join(folder::CONFIG)).ok()?;
+    let h = history::read_csv(&path.join(folder::METRICS)).unwrap_or_default();
     let last = h.last();
     Some(RunRow {
         path: path.to_path_buf(),
@@ -61,11 +61,11 @@ fn row(path: &Path) -> Option<RunRow> {
 
 /// The runs directly under `dir` (or `dir` itself, if it is a run), oldest first.
 pub fn list(dir: &Path) -> Result<Vec<RunRow>> {
-    if dir.join(run_dir::CONFIG).is_file() {
+    if dir.join(folder::CONFIG).is_file() {
         return Ok(row(dir).into_iter().collect());
     }
     let entries = std::fs::read_dir(dir)
-        .map_err(|e| crate::error::EmberError::file(dir, crate::error::describe_io(&e)))?;
+        .map_err(|e| crate::error::EmberError::file(dir, crate::fs::describe_io(&e)))?;
     let mut rows: Vec<(std::time::SystemTime, RunRow)> = entries
         .flatten()
         .filter(|e| e.path().is_dir())
@@ -133,4 +133,14 @@ pub fn table(rows: &[RunRow]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `ember runs`: the table of the runs under `dir`, or a line saying there are none.
+pub fn report(dir: &Path) -> Result<String> {
+    let rows = list(dir)?;
+    Ok(if rows.is_empty() {
+        format!("no runs in {}", dir.display())
+    } else {
+        table(&rows)
+    })
 }

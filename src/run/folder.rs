@@ -2,7 +2,8 @@
 //! and write access before training starts, and locked so that two ember processes never write
 //! into the same folder.
 
-use crate::error::{EmberError, Result, describe_io};
+use crate::error::{EmberError, Result};
+use crate::fs::describe_io;
 use crate::input_err;
 use std::fs::File;
 use std::io::Write;

@@ -1,13 +1,12 @@
 //! `summary.json`: one file per run that says what was trained, how it ended and how fast it
 //! went; `ember runs` lists runs from these files.
 
-use crate::error::{EmberError, Result, write_atomic};
-use crate::train::RunReport;
-use crate::train::history::EpochRecord;
+use crate::error::{EmberError, Result};
+use crate::fs::write_atomic;
+use crate::run::history::EpochRecord;
+use crate::run::report::RunReport;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-
-pub const BURN_VERSION: &str = "0.21.0";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Metrics {
@@ -94,7 +93,7 @@ impl Summary {
             },
             host_reads: r.host_reads,
             ember_version: env!("CARGO_PKG_VERSION").to_string(),
-            burn_version: BURN_VERSION.to_string(),
+            burn_version: crate::BURN_VERSION.to_string(),
             git_commit: option_env!("EMBER_GIT_COMMIT").map(str::to_string),
             finished_at: chrono::Local::now().to_rfc3339(),
         }
@@ -106,7 +105,7 @@ impl Summary {
     }
 
     pub fn read(path: &Path) -> Result<Self> {
-        let bytes = crate::error::read_file(path)?;
+        let bytes = crate::fs::read_file(path)?;
         serde_json::from_slice(&bytes)
             .map_err(|e| EmberError::file(path, format!("not an ember summary ({e})")))
     }

@@ -1,0 +1,10 @@
+//! A run folder and everything that describes it: the folder and its lock (`folder`), the
+//! per-epoch history (`history`, `metrics.csv`), what a finished run reports (`report`), its
+//! `summary.json` (`summary`) and the listing of many runs (`listing`). Training writes into
+//! these; nothing here knows how training works.
+
+pub mod folder;
+pub mod history;
+pub mod listing;
+pub mod report;
+pub mod summary;

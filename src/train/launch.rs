@@ -1,0 +1,337 @@
+//! The backend-specific half of `ember train`: on the chosen backend, the job's model and
+//! optimizer, the run folder (new or resumed), the device loaders, and Burn's
+//! `SupervisedTraining` with ember's strategy; then the final model files.
+
+use super::metrics::{NullLogger, RunningMetric};
+use super::strategy::{EmberStrategy, RunLog};
+use super::{TrainArgs, checkpoint, signals};
+use crate::config::JobConfig;
+use crate::console::Console;
+use crate::data::HostData;
+use crate::data::loader::{DeviceLoader, EpochCell, LoaderBuilder};
+use crate::device::{self, Device, OnBackend, TrainBackend};
+use crate::error::{EmberError, Result};
+use crate::export::{self, Layout};
+use crate::fs::write_atomic;
+use crate::input_err;
+use crate::model::{EmberModel, TrainableModel, WithModel};
+use crate::optim::{Chosen, WithOptimizer};
+use crate::run::folder::{self, RunDir};
+use crate::run::history::EpochRecord;
+use burn::optim::Optimizer;
+use burn::train::{Learner, LearningComponentsMarker, SupervisedTraining, TrainingStrategy};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Everything `ember train` hands to the chosen backend.
+pub(super) struct TrainTask<'a> {
+    pub config: JobConfig,
+    pub device: Device,
+    pub data: &'a HostData,
+    pub args: &'a TrainArgs,
+    pub console: &'a Console,
+    pub log: Arc<Mutex<RunLog>>,
+}
+
+/// What the backend-specific part hands back.
+pub(super) struct Trained {
+    pub run_dir: PathBuf,
+    pub params: usize,
+}
+
+impl OnBackend for TrainTask<'_> {
+    type Output = Result<Trained>;
+
+    fn run<B: TrainBackend>(self, device: B::Device) -> Result<Trained> {
+        let job = self.config.job;
+        crate::model::for_job::<B, _>(job, WithDevice { task: self, device })
+    }
+}
+
+/// The task with its Burn device, waiting for the job's model type, then its optimizer.
+struct WithDevice<'a, D> {
+    task: TrainTask<'a>,
+    device: D,
+}
+
+impl<B: TrainBackend> WithModel<B> for WithDevice<'_, B::Device> {
+    type Output = Result<Trained>;
+
+    fn run<M: TrainableModel<B>>(self) -> Result<Trained> {
+        let model = M::init(&self.task.config, &self.device);
+        // ember's optimizers: Burn's formulas, one fused pass per parameter (src/optim.rs).
+        Chosen::from_spec(&self.task.config.optimizer).run(Launch { with: self, model })
+    }
+}
+
+struct Launch<'a, B: TrainBackend, M> {
+    with: WithDevice<'a, B::Device>,
+    model: M,
+}
+
+impl<B: TrainBackend, M: TrainableModel<B>> WithOptimizer<B, M> for Launch<'_, B, M> {
+    type Output = Result<Trained>;
+
+    fn run<O: Optimizer<M, B> + 'static>(self, optimizer: O, lr: f64) -> Result<Trained> {
+        self.with
+            .task
+            .launch(self.model, optimizer, lr, self.with.device)
+    }
+}
+
+/// The Learner type of a model and optimizer on a backend.
+type LearnerOf<B, M, O> = Learner<LearningComponentsMarker<B, f64, M, O>>;
+
+/// A run folder opened for training: new, or resumed after its last checkpoint.
+struct OpenRun {
+    run: RunDir,
+    resume_epoch: Option<usize>,
+    history: Vec<EpochRecord>,
+}
+
+impl TrainTask<'_> {
+    fn launch<B, M, O>(self, model: M, optimizer: O, lr: f64, device: B::Device) -> Result<Trained>
+    where
+        B: TrainBackend,
+        M: TrainableModel<B>,
+        O: Optimizer<M, B> + 'static,
+    {
+        let params = model.num_params();
+        let model = self.initial_weights(model)?;
+        let mut learner: LearnerOf<B, M, O> = Learner::new(model, optimizer, lr);
+        let open = self.open_run(&mut learner, params, &device)?;
+        self.console
+            .line(&format!("artifacts: {}", open.run.path.display()));
+        let epoch_cell = EpochCell::default();
+        let (train, valid) = self.loaders::<B, M>(&epoch_cell, &device)?;
+        let steps_per_epoch = train.batches_per_epoch();
+        self.log.lock().expect("run log lock").history = open.history.clone();
+        let strategy = self.strategy(&open.run, epoch_cell, device);
+        std::fs::create_dir_all(open.run.file(folder::CHECKPOINTS))
+            .map_err(|e| EmberError::write(&open.run.file(folder::CHECKPOINTS), e))?;
+        let training = self.supervised(&open, strategy, train, valid, steps_per_epoch);
+        let result = training.launch(learner);
+        self.console.finish();
+        if self.log.lock().expect("run log lock").failure.is_none() {
+            self.save_final_model::<B, M::Inference>(&result.model, &open.run)?;
+        }
+        Ok(Trained {
+            run_dir: open.run.path.clone(),
+            params,
+        })
+    }
+
+    /// The model with `--init-from`'s weights, when given.
+    fn initial_weights<B: TrainBackend, M: TrainableModel<B>>(&self, model: M) -> Result<M> {
+        let Some(path) = &self.args.init_from else {
+            return Ok(model);
+        };
+        let model = export::load_safetensors(model, path, Layout::Pytorch)?;
+        self.console
+            .line(&format!("initial weights: {}", path.display()));
+        Ok(model)
+    }
+
+    /// A new run folder with the resolved config, or, with `--resume`, the given one with the
+    /// learner restored from its last complete checkpoint onto `device` (Burn 0.21's own
+    /// checkpoint loading would put it on the default device).
+    fn open_run<B, M, O>(
+        &self,
+        learner: &mut LearnerOf<B, M, O>,
+        params: usize,
+        device: &B::Device,
+    ) -> Result<OpenRun>
+    where
+        B: TrainBackend,
+        M: TrainableModel<B>,
+        O: Optimizer<M, B> + 'static,
+    {
+        // Checkpoints (model + optimizer state, two epochs at most during a commit) and the
+        // final model in two formats, with room to spare.
+        let needed = 16 * 4 * params as u64 + 32 * 1024 * 1024;
+        let Some(dir) = &self.args.resume else {
+            let run = RunDir::create(self.args.out.as_deref(), self.config.job.name(), needed)?;
+            write_atomic(&run.file(folder::CONFIG), self.config.to_toml().as_bytes())?;
+            return Ok(OpenRun {
+                run,
+                resume_epoch: None,
+                history: Vec::new(),
+            });
+        };
+        let run = RunDir::open(dir, needed)?;
+        let ckpt_dir = run.file(folder::CHECKPOINTS);
+        let manifest = checkpoint::latest(&ckpt_dir)?;
+        self.check_resumable(&run, &manifest)?;
+        use checkpoint::Part;
+        learner.load_model(checkpoint::load_part(
+            &ckpt_dir,
+            &manifest,
+            Part::Model,
+            device,
+        )?);
+        learner.load_optim(checkpoint::load_part(
+            &ckpt_dir,
+            &manifest,
+            Part::Optim,
+            device,
+        )?);
+        learner.load_scheduler(checkpoint::load_part::<_, B>(
+            &ckpt_dir,
+            &manifest,
+            Part::Scheduler,
+            device,
+        )?);
+        self.console.line(&format!(
+            "resuming {} after epoch {}/{}",
+            dir.display(),
+            manifest.epoch,
+            self.config.epochs
+        ));
+        Ok(OpenRun {
+            run,
+            resume_epoch: Some(manifest.epoch),
+            history: manifest.history,
+        })
+    }
+
+    /// A checkpoint resumes only under the config it was made with, and only with epochs left.
+    fn check_resumable(&self, run: &RunDir, manifest: &checkpoint::Manifest) -> Result<()> {
+        if manifest.config_hash != self.config.hash() {
+            return Err(input_err!(
+                "{}: the checkpoint was made with another config than {}",
+                run.file(folder::CHECKPOINTS).display(),
+                run.file(folder::CONFIG).display()
+            ));
+        }
+        if manifest.epoch >= self.config.epochs {
+            return Err(input_err!(
+                "{}: already trained all {} epochs; pass --epochs N (N > {}) to train further",
+                run.path.display(),
+                self.config.epochs,
+                manifest.epoch
+            ));
+        }
+        Ok(())
+    }
+
+    /// The training and validation splits, uploaded once. Validation never shuffles nor drops
+    /// rows.
+    #[allow(clippy::type_complexity)]
+    fn loaders<B: TrainBackend, M: TrainableModel<B>>(
+        &self,
+        epoch_cell: &EpochCell,
+        device: &B::Device,
+    ) -> Result<(
+        DeviceLoader<B, M::Batch>,
+        DeviceLoader<B::Inference, <M::Inference as EmberModel<B::Inference>>::Batch>,
+    )> {
+        let config = &self.config;
+        self.console.status("uploading data to the device");
+        let max_bytes = device::max_tensor_bytes(self.device);
+        let train = &self.data.train;
+        let train_loader = LoaderBuilder::new(config.batch_size)
+            .drop_last(config.drop_last)
+            .shuffle(config.shuffle.then_some(config.seed))
+            .epoch(epoch_cell.clone())
+            .max_tensor_bytes(max_bytes)
+            .build(train, train.row_bytes(), device.clone(), |rows| {
+                M::batch(rows, device)
+            });
+        if train_loader.batches_per_epoch() == 0 {
+            return Err(input_err!(
+                "batch_size = {} with drop_last leaves no full batch of the {} training rows",
+                config.batch_size,
+                train_loader.num_rows()
+            ));
+        }
+        let valid = &self.data.valid;
+        let valid_loader = LoaderBuilder::new(config.batch_size)
+            .max_tensor_bytes(max_bytes)
+            .build(valid, valid.row_bytes(), device.clone(), |rows| {
+                M::Inference::batch(rows, device)
+            });
+        Ok((train_loader, valid_loader))
+    }
+
+    fn strategy<B: TrainBackend, M, O>(
+        &self,
+        run: &RunDir,
+        epoch_cell: EpochCell,
+        device: B::Device,
+    ) -> EmberStrategy<LearningComponentsMarker<B, f64, M, O>>
+    where
+        M: TrainableModel<B>,
+        O: Optimizer<M, B> + 'static,
+    {
+        EmberStrategy {
+            device,
+            epoch_cell,
+            checkpoints: checkpoint::CheckpointDir::new(run.file(folder::CHECKPOINTS)),
+            config_hash: self.config.hash(),
+            run_dir: run.path.clone(),
+            log: self.log.clone(),
+            console: self.console.clone(),
+            stop: signals::StopSignal::install(),
+            report_every: match self.args.progress_every {
+                s if s > 0.0 => Duration::from_secs_f64(s),
+                _ => Duration::MAX,
+            },
+            checkpoint_every: Duration::from_secs_f64(self.args.checkpoint_every.max(0.0)),
+            wait_for_checkpoints: self.device != Device::Cpu,
+        }
+    }
+
+    /// Burn's `SupervisedTraining` with ember's strategy, loaders, metrics and renderer.
+    #[allow(clippy::type_complexity)]
+    fn supervised<B: TrainBackend, M: TrainableModel<B>, O: Optimizer<M, B> + 'static>(
+        &self,
+        open: &OpenRun,
+        strategy: EmberStrategy<LearningComponentsMarker<B, f64, M, O>>,
+        train: DeviceLoader<B, M::Batch>,
+        valid: DeviceLoader<B::Inference, <M::Inference as EmberModel<B::Inference>>::Batch>,
+        steps_per_epoch: usize,
+    ) -> SupervisedTraining<LearningComponentsMarker<B, f64, M, O>> {
+        let epochs = self.config.epochs;
+        let mut training =
+            SupervisedTraining::new(&open.run.path, Arc::new(train), Arc::new(valid))
+                .with_training_strategy(TrainingStrategy::Custom(Arc::new(strategy)))
+                .with_metric_logger(NullLogger)
+                .with_application_logger(None)
+                .num_epochs(epochs)
+                .metric_train_numeric(RunningMetric::loss())
+                .metric_valid_numeric(RunningMetric::loss());
+        if self.config.job.is_classifier() {
+            training = training
+                .metric_train_numeric(RunningMetric::accuracy())
+                .metric_valid_numeric(RunningMetric::accuracy());
+        }
+        if let Some(epoch) = open.resume_epoch {
+            training = training.checkpoint(epoch);
+        }
+        if self.args.tui && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            let interrupter = training.interrupter();
+            training.renderer(burn::train::renderer::tui::TuiMetricsRendererWrapper::new(
+                interrupter,
+                open.resume_epoch,
+            ))
+        } else {
+            training.renderer(self.console.renderer(epochs, steps_per_epoch))
+        }
+    }
+
+    /// `model.mpk` (Burn's record) and `model.safetensors` (PyTorch's layout and names).
+    fn save_final_model<B: TrainBackend, M: EmberModel<B::Inference>>(
+        &self,
+        model: &M,
+        run: &RunDir,
+    ) -> Result<()> {
+        export::save_burn(model, &run.file(folder::MODEL_BURN))?;
+        export::save_safetensors(
+            model,
+            &run.file(folder::MODEL_SAFETENSORS),
+            Layout::Pytorch,
+            self.config.job.name(),
+        )
+    }
+}
