@@ -159,3 +159,17 @@ fn info_lists_the_backends() {
     assert!(s.contains("backends: cpu (flex)"), "{s}");
     assert!(s.contains("cuda"), "{s}");
 }
+
+/// docs/ARCHITECTURE.md stays true: every module it names exists.
+#[test]
+fn every_module_the_architecture_page_names_exists() {
+    let page = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
+    let mut named = 0;
+    for part in page.split('`') {
+        if part.starts_with("src/") && (part.ends_with(".rs") || part.ends_with('/')) {
+            named += 1;
+            assert!(root().join(part).exists(), "docs/ARCHITECTURE.md names {part}");
+        }
+    }
+    assert!(named > 30, "only {named} modules named");
+}
