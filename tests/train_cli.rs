@@ -168,7 +168,10 @@ fn every_module_the_architecture_page_names_exists() {
     for part in page.split('`') {
         if part.starts_with("src/") && (part.ends_with(".rs") || part.ends_with('/')) {
             named += 1;
-            assert!(root().join(part).exists(), "docs/ARCHITECTURE.md names {part}");
+            assert!(
+                root().join(part).exists(),
+                "docs/ARCHITECTURE.md names {part}"
+            );
         }
     }
     assert!(named > 30, "only {named} modules named");

@@ -284,7 +284,10 @@ mod tests {
         };
         let lavapipe = adapter(AdapterKind::Cpu);
         let gpu = adapter(AdapterKind::DiscreteGpu);
-        assert_eq!(auto(1, std::slice::from_ref(&gpu)).ok(), Some(Device::Cuda(0)));
+        assert_eq!(
+            auto(1, std::slice::from_ref(&gpu)).ok(),
+            Some(Device::Cuda(0))
+        );
         assert_eq!(
             auto(0, std::slice::from_ref(&lavapipe)).ok(),
             Some(Device::Cpu)
