@@ -11,9 +11,8 @@ use crate::data::loader::{EpochCell, LoaderBuilder};
 use crate::data::{self, HostData};
 use crate::device::{self, Backends, Device, DeviceRequest, OnBackend, TrainBackend};
 use crate::error::Result;
-use crate::model::{StepTotals, TrainableModel, WithModel};
-use crate::optim::{Chosen, WithOptimizer};
-use crate::train::TrainArgs;
+use crate::model::{StepTotals, TrainableModel};
+use crate::train::{TrainArgs, Training};
 use burn::data::dataloader::DataLoader;
 use burn::optim::Optimizer;
 use burn::train::TrainStep;
@@ -198,37 +197,19 @@ impl OnBackend for BareLoop<'_> {
     type Output = Vec<f64>;
 
     fn run<B: TrainBackend>(self, device: B::Device) -> Vec<f64> {
-        crate::model::for_job::<B, _>(self.config.job, BareModel { bare: self, device })
+        crate::train::with_model_and_optimizer::<B, _>(self.config, device, self)
     }
 }
 
-/// The bare loop with its Burn device, waiting for the job's model type, then its optimizer.
-struct BareModel<'a, D> {
-    bare: BareLoop<'a>,
-    device: D,
-}
-
-impl<B: TrainBackend> WithModel<B> for BareModel<'_, B::Device> {
+impl<B: TrainBackend> Training<B> for BareLoop<'_> {
     type Output = Vec<f64>;
 
-    fn run<M: TrainableModel<B>>(self) -> Vec<f64> {
-        let model = M::init(self.bare.config, &self.device);
-        Chosen::from_spec(&self.bare.config.optimizer).run(BareRun { with: self, model })
-    }
-}
-
-struct BareRun<'a, B: TrainBackend, M> {
-    with: BareModel<'a, B::Device>,
-    model: M,
-}
-
-impl<B: TrainBackend, M: TrainableModel<B>> WithOptimizer<B, M> for BareRun<'_, B, M> {
-    type Output = Vec<f64>;
-
-    fn run<O: Optimizer<M, B> + 'static>(self, optimizer: O, lr: f64) -> Vec<f64> {
-        self.with
-            .bare
-            .time(self.model, optimizer, lr, self.with.device)
+    fn run<M, O>(self, model: M, optimizer: O, lr: f64, device: B::Device) -> Vec<f64>
+    where
+        M: TrainableModel<B>,
+        O: Optimizer<M, B> + 'static,
+    {
+        self.time(model, optimizer, lr, device)
     }
 }
 

@@ -44,40 +44,74 @@ impl OnBackend for TrainTask<'_> {
     type Output = Result<Trained>;
 
     fn run<B: TrainBackend>(self, device: B::Device) -> Result<Trained> {
-        let job = self.config.job;
-        crate::model::for_job::<B, _>(job, WithDevice { task: self, device })
+        let config = self.config.clone();
+        with_model_and_optimizer::<B, _>(&config, device, self)
     }
 }
 
-/// The task with its Burn device, waiting for the job's model type, then its optimizer.
-struct WithDevice<'a, D> {
-    task: TrainTask<'a>,
-    device: D,
-}
-
-impl<B: TrainBackend> WithModel<B> for WithDevice<'_, B::Device> {
+impl<B: TrainBackend> Training<B> for TrainTask<'_> {
     type Output = Result<Trained>;
 
-    fn run<M: TrainableModel<B>>(self) -> Result<Trained> {
-        let model = M::init(&self.task.config, &self.device);
-        // ember's optimizers: Burn's formulas, one fused pass per parameter (src/optim.rs).
-        Chosen::from_spec(&self.task.config.optimizer).run(Launch { with: self, model })
+    fn run<M, O>(self, model: M, optimizer: O, lr: f64, device: B::Device) -> Result<Trained>
+    where
+        M: TrainableModel<B>,
+        O: Optimizer<M, B> + 'static,
+    {
+        self.launch(model, optimizer, lr, device)
     }
 }
 
-struct Launch<'a, B: TrainBackend, M> {
-    with: WithDevice<'a, B::Device>,
-    model: M,
+/// Work that trains a job's model with its optimizer: `ember train` and the bench's bare loop.
+pub trait Training<B: TrainBackend> {
+    type Output;
+    fn run<M, O>(self, model: M, optimizer: O, lr: f64, device: B::Device) -> Self::Output
+    where
+        M: TrainableModel<B>,
+        O: Optimizer<M, B> + 'static;
 }
 
-impl<B: TrainBackend, M: TrainableModel<B>> WithOptimizer<B, M> for Launch<'_, B, M> {
-    type Output = Result<Trained>;
-
-    fn run<O: Optimizer<M, B> + 'static>(self, optimizer: O, lr: f64) -> Result<Trained> {
-        self.with
-            .task
-            .launch(self.model, optimizer, lr, self.with.device)
+/// Runs `task` with the model of `config`'s job (initial weights drawn from its seed) and the
+/// optimizer of its `[sgd]` or `[adam]` section: the one generic entry into training.
+pub fn with_model_and_optimizer<B: TrainBackend, T: Training<B>>(
+    config: &JobConfig,
+    device: B::Device,
+    task: T,
+) -> T::Output {
+    struct ForModel<'c, D, T> {
+        config: &'c JobConfig,
+        device: D,
+        task: T,
     }
+    impl<B: TrainBackend, T: Training<B>> WithModel<B> for ForModel<'_, B::Device, T> {
+        type Output = T::Output;
+        fn run<M: TrainableModel<B>>(self) -> T::Output {
+            let model = M::init(self.config, &self.device);
+            let optimizer = Chosen::from_spec(&self.config.optimizer);
+            optimizer.run(ForOptimizer { with: self, model })
+        }
+    }
+    struct ForOptimizer<'c, D, T, M> {
+        with: ForModel<'c, D, T>,
+        model: M,
+    }
+    impl<B, T, M> WithOptimizer<B, M> for ForOptimizer<'_, B::Device, T, M>
+    where
+        B: TrainBackend,
+        T: Training<B>,
+        M: TrainableModel<B>,
+    {
+        type Output = T::Output;
+        fn run<O: Optimizer<M, B> + 'static>(self, optimizer: O, lr: f64) -> T::Output {
+            let ForModel { device, task, .. } = self.with;
+            task.run(self.model, optimizer, lr, device)
+        }
+    }
+    let task = ForModel {
+        config,
+        device,
+        task,
+    };
+    crate::model::for_job::<B, _>(config.job, task)
 }
 
 /// The Learner type of a model and optimizer on a backend.

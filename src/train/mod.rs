@@ -5,6 +5,8 @@
 
 pub mod checkpoint;
 mod launch;
+
+pub use launch::{Training, with_model_and_optimizer};
 pub mod metrics;
 pub mod signals;
 pub mod strategy;
