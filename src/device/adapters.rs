@@ -112,8 +112,16 @@ pub fn auto_row(adapters: &[Adapter]) -> Option<usize> {
 /// The adapters wgpu finds through the graphics API cubecl-wgpu uses (Vulkan on Linux and
 /// Windows, Metal on macOS). Never panics: a machine without a Vulkan loader gives an empty
 /// list at once.
+///
+/// Listed once per process (each listing starts a Vulkan instance, and a run asks for the
+/// choice, its description, its hardware name and its size cap).
+pub fn list() -> &'static [Adapter] {
+    static LIST: std::sync::OnceLock<Vec<Adapter>> = std::sync::OnceLock::new();
+    LIST.get_or_init(enumerate)
+}
+
 #[cfg(feature = "wgpu")]
-pub fn list() -> Vec<Adapter> {
+fn enumerate() -> Vec<Adapter> {
     use burn::backend::wgpu::graphics::{AutoGraphicsApi, GraphicsApi};
     let backend = AutoGraphicsApi::backend();
     let listing = std::panic::catch_unwind(|| {
@@ -153,7 +161,7 @@ pub fn list() -> Vec<Adapter> {
 }
 
 #[cfg(not(feature = "wgpu"))]
-pub fn list() -> Vec<Adapter> {
+fn enumerate() -> Vec<Adapter> {
     Vec::new()
 }
 

@@ -69,7 +69,14 @@ impl std::fmt::Display for Device {
 
 /// The CUDA devices this process can use, or why there are none. Never panics: Burn's CUDA
 /// backend panics on its first operation when the driver library is missing, so we look first.
+/// Probed once per process.
 pub fn cuda_devices() -> std::result::Result<Vec<String>, String> {
+    static PROBE: std::sync::OnceLock<std::result::Result<Vec<String>, String>> =
+        std::sync::OnceLock::new();
+    PROBE.get_or_init(probe_cuda).clone()
+}
+
+fn probe_cuda() -> std::result::Result<Vec<String>, String> {
     #[cfg(feature = "cuda")]
     {
         use cudarc::driver::result;
@@ -111,12 +118,8 @@ pub fn auto(cuda_count: usize, adapters: &[Adapter]) -> Result<Device> {
 pub fn auto_device() -> Result<Device> {
     let cuda = cuda_devices().map_or(0, |d| d.len());
     // Listing adapters starts the Vulkan loader: only when there is no CUDA device.
-    let adapters = if cuda == 0 {
-        adapters::list()
-    } else {
-        Vec::new()
-    };
-    auto(cuda, &adapters)
+    let adapters = if cuda == 0 { adapters::list() } else { &[] };
+    auto(cuda, adapters)
 }
 
 /// Resolves `--device` against what is present, and sets up CubeCL before a GPU device is
@@ -141,7 +144,7 @@ pub fn choose(request: DeviceRequest) -> Result<Device> {
                     "--device wgpu: this ember was built without the `wgpu` feature"
                 ));
             }
-            Device::Wgpu(adapters::target(&adapters::list(), row)?)
+            Device::Wgpu(adapters::target(adapters::list(), row)?)
         }
     };
     if device != Device::Cpu {
