@@ -73,27 +73,32 @@ fn fashion_step_parts(reps: usize) {
     use burn::backend::Autodiff;
     use burn::optim::{Optimizer, SgdConfig};
     use burn::train::TrainStep;
-    use ember::model::fashion::{FashionMlp, ImageBatch};
+    use ember::model::mlp::{Mlp, MlpBatch, Targets};
     type A = Autodiff<Flex>;
     let device = Default::default();
-    let model = FashionMlp::<A>::new(ember::config::Init::Torch, 1, &device);
-    let batch = ImageBatch::<A> {
-        images: Tensor::random([64, 784], Distribution::Uniform(0.0, 1.0), &device),
-        labels: Tensor::from_data(
+    let path = std::path::Path::new("configs/fashion-mlp.toml");
+    let text = std::fs::read_to_string(path).expect("the fashion-mlp preset config");
+    let config = ember::config::parse(path, &text)
+        .and_then(|raw| raw.check())
+        .expect("a valid preset");
+    let model = Mlp::<A>::new(&config, 784, 10, &device);
+    let batch = MlpBatch::<A> {
+        inputs: Tensor::random([64, 784], Distribution::Uniform(0.0, 1.0), &device),
+        targets: Targets::Classes(Tensor::from_data(
             burn::tensor::TensorData::new(
                 (0..64).map(|i| (i % 10) as i64).collect::<Vec<_>>(),
                 [64],
             ),
             &device,
-        ),
+        )),
     };
     time("fashion forward", reps, || {
-        model.forward(batch.images.clone())
+        model.forward(batch.inputs.clone())
     });
     time("fashion forward + backward (TrainStep)", reps, || {
         TrainStep::step(&model, batch.clone())
     });
-    let mut optim = SgdConfig::new().init::<A, FashionMlp<A>>();
+    let mut optim = SgdConfig::new().init::<A, Mlp<A>>();
     let mut m = Some(model.clone());
     time("fashion step: forward + backward + SGD", reps, || {
         let model = m.take().unwrap();

@@ -132,7 +132,7 @@ pub fn run<D: Backends>(
     let bare = speed(bare_epochs, steps);
 
     Ok(BenchReport {
-        job: config.job.name().to_string(),
+        job: config.name().to_string(),
         device: device.to_string(),
         threads: if device == Device::Cpu {
             rayon::current_num_threads()

@@ -67,8 +67,8 @@ pub fn safetensors_bytes<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
         );
     if layout == Layout::Pytorch {
         store = store.with_to_adapter(BurnToPyTorchAdapter);
-        for (burn, torch) in M::TORCH_NAMES {
-            store = store.with_key_remapping(format!("^{}", escape(burn)), *torch);
+        for (burn, torch) in model.torch_names() {
+            store = store.with_key_remapping(format!("^{}", escape(&burn)), torch);
         }
     }
     model
@@ -102,8 +102,8 @@ pub fn load_safetensors<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
     let mut store = SafetensorsStore::from_file(path).allow_partial(true);
     if layout == Layout::Pytorch {
         store = store.with_from_adapter(PyTorchToBurnAdapter);
-        for (burn, torch) in M::TORCH_NAMES {
-            store = store.with_key_remapping(format!("^{}", escape(torch)), *burn);
+        for (burn, torch) in model.torch_names() {
+            store = store.with_key_remapping(format!("^{}", escape(&torch)), burn);
         }
     }
     let result = model

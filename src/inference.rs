@@ -3,7 +3,7 @@
 //! folder (its resolved config says how to rebuild the model and preprocess inputs) or a model
 //! file next to one, loads the weights into the model, and runs on the chosen device.
 
-use crate::config::{DataSpec, JobConfig, JobKind};
+use crate::config::{DataSpec, JobConfig};
 use crate::data::fashion::pixels_to_matrix;
 use crate::data::loader::LoaderBuilder;
 use crate::data::{self, HostSplit, Labels, SplitName, idx, table};
@@ -166,8 +166,8 @@ pub fn with_model<D: Backends, T: ModelTask>(
     impl<T: ModelTask> OnBackend for Run<'_, T> {
         type Output = Result<T::Output>;
         fn run<B: TrainBackend>(self, device: B::Device) -> Self::Output {
-            let job = self.source.config.job;
-            crate::model::for_job::<B, _>(job, Load { run: self, device })
+            let kind = self.source.config.model.kind;
+            crate::model::for_model::<B, _>(kind, Load { run: self, device })
         }
     }
     /// Waits for the job's model type, loads it for inference and runs the task.
@@ -213,99 +213,77 @@ pub fn eval_split(config: &JobConfig, split: SplitName, data: Option<&Path>) -> 
         config.max_train_rows = None;
         config.max_valid_rows = None;
         match &mut config.data {
-            DataSpec::Fashion { dir, .. } => *dir = Some(d.to_path_buf()),
-            DataSpec::Table { csv, .. } => *csv = Some(d.to_path_buf()),
+            DataSpec::Idx { dir, .. } => *dir = Some(d.to_path_buf()),
+            DataSpec::Table(t) => t.csv = Some(d.to_path_buf()),
         }
-    }
-    if split == SplitName::Test && config.job != JobKind::FashionMlp {
-        return Err(input_err!(
-            "--split test: {} has a train and a valid split only (valid is held out of training)",
-            config.job.name()
-        ));
     }
     let loaded = data::load_limited(&config)?;
     Ok(match split {
         SplitName::Train => loaded.train,
-        // FashionMNIST's test set is what the run validated on.
-        SplitName::Valid | SplitName::Test => loaded.valid,
+        SplitName::Valid => loaded.valid,
+        SplitName::Test => match (loaded.test, &config.data) {
+            (Some(test), _) => test,
+            // Without a hold-out, an idx run validates on the test files.
+            (None, DataSpec::Idx { .. }) => loaded.valid,
+            (None, DataSpec::Table(_)) => {
+                return Err(input_err!(
+                    "--split test: {} has no test set; data.test_csv names one",
+                    config.name()
+                ));
+            }
+        },
     })
 }
 
 /// The rows `ember predict` reads from `input`, preprocessed as in training.
 pub fn predict_inputs(config: &JobConfig, input: &Path) -> Result<HostSplit> {
-    let is_csv = input.extension().is_some_and(|e| e == "csv");
-    match &config.data {
-        DataSpec::Fashion { input_scale, .. } => {
-            let (pixels, count) = if is_csv {
-                let csv = table::read_numeric(input)?;
-                let cols = csv.header.len();
-                if cols != 784 {
-                    return Err(EmberError::file(
-                        input,
-                        format!(
-                            "{cols} columns; fashion-mlp takes 784 pixel columns (28x28, 0..255)"
-                        ),
-                    ));
-                }
-                let pixels: Vec<u8> = csv
-                    .rows
-                    .iter()
-                    .flatten()
-                    .map(|v| v.clamp(0.0, 255.0) as u8)
-                    .collect();
-                (pixels, csv.rows.len())
-            } else {
-                let images = idx::read_images(input)?;
-                if (images.rows, images.cols) != (28, 28) {
-                    return Err(EmberError::file(
-                        input,
-                        format!(
-                            "images are {}x{}; fashion-mlp takes 28x28",
-                            images.rows, images.cols
-                        ),
-                    ));
-                }
-                (images.pixels, images.count)
-            };
-            Ok(HostSplit {
+    let width = config.model.inputs;
+    let split = match &config.data {
+        DataSpec::Idx { input_scale, .. } => {
+            let (pixels, count) = pixels_of(input)?;
+            HostSplit {
                 features: pixels_to_matrix(&pixels, count, *input_scale),
                 scalar: None,
                 labels: Labels::Classes(vec![0; count]),
-            })
-        }
-        DataSpec::Table {
-            label_column,
-            scalar_column,
-            stats,
-            ..
-        } => {
-            let (features, scalar) =
-                table::read_inputs(input, label_column, scalar_column.as_deref())?;
-            let expected = config.inputs.unwrap_or(features.cols);
-            if features.cols != expected {
-                return Err(EmberError::file(
-                    input,
-                    format!(
-                        "{} input columns; the model takes {expected} (every column but \"{label_column}\"{})",
-                        features.cols,
-                        scalar_column
-                            .as_ref()
-                            .map(|s| format!(" and \"{s}\""))
-                            .unwrap_or_default()
-                    ),
-                ));
             }
+        }
+        DataSpec::Table(spec) => {
+            let (features, scalar) = table::read_inputs(input, spec)?;
             let rows = features.rows;
             let mut split = HostSplit {
                 features,
                 scalar,
-                labels: Labels::Values(vec![0.0; rows]),
+                labels: Labels::Classes(vec![0; rows]),
             };
-            if let Some(s) = stats {
+            if let Some(s) = &spec.stats {
                 data::apply_stats(&mut split, s);
             }
-            Ok(split)
+            split
         }
+    };
+    match width {
+        Some(w) if w != split.features.cols => Err(EmberError::file(
+            input,
+            format!(
+                "rows of {} values; the model takes {w}",
+                split.features.cols
+            ),
+        )),
+        _ => Ok(split),
+    }
+}
+
+/// Pixels from a CSV file of pixel columns (0..255) or an IDX image file, and the image count.
+fn pixels_of(input: &Path) -> Result<(Vec<u8>, usize)> {
+    if input.extension().is_some_and(|e| e == "csv") {
+        let csv = table::read_text(input)?;
+        let all: Vec<usize> = (0..csv.header.len()).collect();
+        let m = csv.numbers(&all)?;
+        let pixels = m.values.iter().map(|v| v.clamp(0.0, 255.0) as u8).collect();
+        Ok((pixels, m.rows))
+    } else {
+        let images = idx::read_images(input)?;
+        Ok((images.pixels, images.count))
     }
 }
 
@@ -417,7 +395,7 @@ pub fn eval_command<D: Backends>(
         .unwrap_or_default();
     Ok(format!(
         "{} {}: loss {:.6}{acc} ({n} rows, {}, {device})",
-        source.config.job.name(),
+        source.config.name(),
         format!("{split:?}").to_lowercase(),
         stats.loss,
         source.weights.describe()
@@ -462,7 +440,7 @@ pub fn export_command<D: Backends>(
         format,
         layout,
         out: out.clone(),
-        job: source.config.job.name(),
+        job: source.config.name(),
     };
     with_model::<D, _>(source, Device::Cpu, task)?;
     Ok(format!(

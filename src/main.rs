@@ -62,7 +62,7 @@ enum Command {
         /// Which split (default: the one validated during training).
         #[arg(long, value_enum, default_value = "valid")]
         split: ember::data::SplitName,
-        /// Other data: a folder of IDX files (fashion-mlp) or a CSV file (table jobs).
+        /// Other data: a folder of IDX files (idx source) or a CSV file (csv source).
         #[arg(long)]
         data: Option<PathBuf>,
         /// auto, cpu, cuda[:N] or wgpu[:N] (see ember info).
@@ -73,8 +73,8 @@ enum Command {
     Predict {
         #[command(flatten)]
         model: ModelArgs,
-        /// IDX images or a CSV file (784 pixel columns for fashion-mlp; the training columns
-        /// for the table jobs, the label column optional).
+        /// IDX images or a CSV file of pixel columns (idx source); a CSV file with the
+        /// training's feature columns, the label optional (csv source).
         #[arg(long)]
         input: PathBuf,
         /// Where to write the CSV (default: stdout).

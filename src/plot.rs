@@ -319,7 +319,7 @@ pub fn draw_runs(runs: &[std::path::PathBuf], out: Option<std::path::PathBuf>) -
     for run in runs {
         let history = crate::run::history::read_csv(&run.join(folder::METRICS))?;
         if let Ok(c) = crate::config::load(&run.join(folder::CONFIG)) {
-            jobs.push(c.job.name());
+            jobs.push(c.name());
         }
         let label = run
             .file_name()

@@ -1,7 +1,8 @@
-//! FashionMNIST from its four IDX files: `datasets/fashion-mnist/` (see `datasets/README.md`),
+//! The idx source: FashionMNIST (or MNIST-format) from its four IDX files: `datasets/fashion-mnist/` (see `datasets/README.md`),
 //! or Debian's `dataset-fashion-mnist` package, or any folder the config names.
 
-use super::idx::{read_images, read_labels};
+use super::idx::{IdxImages, read_images, read_labels};
+use super::table::class_indices;
 use super::{HostData, HostSplit, Labels, Matrix};
 use crate::config::InputScale;
 use crate::error::Result;
@@ -55,17 +56,10 @@ pub fn locate(dir: Option<&Path>) -> Result<PathBuf> {
     }
 }
 
-fn split(images: &Path, labels: &Path, scale: InputScale) -> Result<HostSplit> {
+/// Pixels and raw labels of one pair of files.
+fn read_pair(images: &Path, labels: &Path) -> Result<(IdxImages, Vec<u8>)> {
     let img = read_images(images)?;
-    if (img.rows, img.cols) != (28, 28) {
-        return Err(input_err!(
-            "{}: images are {}x{}, the fashion-mlp model takes 28x28",
-            images.display(),
-            img.rows,
-            img.cols
-        ));
-    }
-    let lab = read_labels(labels, 10)?;
+    let lab = read_labels(labels, u8::MAX)?;
     if lab.len() != img.count {
         return Err(input_err!(
             "{} holds {} labels but {} holds {} images",
@@ -75,10 +69,39 @@ fn split(images: &Path, labels: &Path, scale: InputScale) -> Result<HostSplit> {
             img.count
         ));
     }
+    Ok((img, lab))
+}
+
+/// The classes of the training labels, as sorted label numbers.
+fn classes_of(labels: &[u8]) -> Vec<String> {
+    let mut seen = [false; 256];
+    for &l in labels {
+        seen[usize::from(l)] = true;
+    }
+    (0..256)
+        .filter(|&l| seen[l])
+        .map(|l| l.to_string())
+        .collect()
+}
+
+fn to_split(
+    img: &IdxImages,
+    labels: &[u8],
+    path: &Path,
+    classes: &[String],
+    scale: InputScale,
+) -> Result<HostSplit> {
+    let texts: Vec<String> = labels.iter().map(u8::to_string).collect();
+    let indices = class_indices(
+        path,
+        texts.iter().zip(0u64..).map(|(t, i)| (t.as_str(), i)),
+        classes,
+    )
+    .map_err(|e| input_err!("{}", e.to_string().replace(": line ", ": item ")))?;
     Ok(HostSplit {
         features: pixels_to_matrix(&img.pixels, img.count, scale),
         scalar: None,
-        labels: Labels::Classes(lab.into_iter().map(i64::from).collect()),
+        labels: Labels::Classes(indices),
     })
 }
 
@@ -96,15 +119,32 @@ pub fn pixels_to_matrix(pixels: &[u8], count: usize, scale: InputScale) -> Matri
 }
 
 /// Reads the training and test files; the test set is the validation split, as in the seed.
-pub fn load(dir: Option<&Path>, scale: InputScale) -> Result<HostData> {
+/// The classes are the training labels' (or `known`, from a resolved config).
+pub fn load(dir: Option<&Path>, scale: InputScale, known: Option<&[String]>) -> Result<HostData> {
     let dir = locate(dir)?;
     let file = |stem: &str| find(&dir, stem).expect("locate checked that every file exists");
-    let train = split(&file(FILES[0]), &file(FILES[1]), scale)?;
-    let valid = split(&file(FILES[2]), &file(FILES[3]), scale)?;
+    let (train_images, train_labels) = (file(FILES[0]), file(FILES[1]));
+    let (test_images, test_labels) = (file(FILES[2]), file(FILES[3]));
+    let (train, train_lab) = read_pair(&train_images, &train_labels)?;
+    let (test, test_lab) = read_pair(&test_images, &test_labels)?;
+    if (test.rows, test.cols) != (train.rows, train.cols) {
+        return Err(input_err!(
+            "{}: images are {}x{}, but the training images are {}x{}",
+            test_images.display(),
+            test.rows,
+            test.cols,
+            train.rows,
+            train.cols
+        ));
+    }
+    let classes = known.map_or_else(|| classes_of(&train_lab), <[String]>::to_vec);
     Ok(HostData {
-        train,
-        valid,
+        train: to_split(&train, &train_lab, &train_labels, &classes, scale)?,
+        valid: to_split(&test, &test_lab, &test_labels, &classes, scale)?,
+        test: None,
         source: dir.display().to_string(),
         stats: None,
+        classes: Some(classes),
+        features: None,
     })
 }

@@ -7,8 +7,9 @@ pub mod idx;
 pub mod loader;
 pub mod synthetic;
 pub mod table;
+mod tables;
 
-use crate::config::{DataSpec, JobConfig, JobKind, Standardization};
+use crate::config::{DataSpec, JobConfig, Standardization};
 use crate::error::Result;
 
 /// A row-major matrix of f32.
@@ -45,15 +46,15 @@ pub enum Labels {
     Classes(Vec<i64>),
     /// 0 or 1 (tabular-mlp).
     Binary(Vec<i64>),
-    /// Real targets (linear-scalar).
-    Values(Vec<f32>),
+    /// Real targets, one column per target (regression).
+    Values(Matrix),
 }
 
 impl Labels {
     pub fn len(&self) -> usize {
         match self {
             Labels::Classes(v) | Labels::Binary(v) => v.len(),
-            Labels::Values(v) => v.len(),
+            Labels::Values(m) => m.rows,
         }
     }
 
@@ -65,7 +66,7 @@ impl Labels {
         match self {
             Labels::Classes(v) => Labels::Classes(indices.iter().map(|&i| v[i]).collect()),
             Labels::Binary(v) => Labels::Binary(indices.iter().map(|&i| v[i]).collect()),
-            Labels::Values(v) => Labels::Values(indices.iter().map(|&i| v[i]).collect()),
+            Labels::Values(m) => Labels::Values(m.take(indices)),
         }
     }
 }
@@ -116,11 +117,17 @@ impl HostSplit {
     }
 }
 
-/// A run's data: the split it trains on and the split it validates on.
+/// A run's data: the split it trains on, the split it validates on, and the test split when
+/// the source has one.
 #[derive(Debug, Clone)]
 pub struct HostData {
     pub train: HostSplit,
     pub valid: HostSplit,
+    pub test: Option<HostSplit>,
+    /// Class names in output order (classifiers).
+    pub classes: Option<Vec<String>>,
+    /// The input columns of a CSV table, in order.
+    pub features: Option<Vec<String>>,
     /// Where the data came from, for the log line and the run summary.
     pub source: String,
     /// The statistics applied to the inputs, when the job standardises them.
@@ -138,54 +145,20 @@ pub enum SplitName {
 /// Loads a job's data and applies its preprocessing.
 pub fn load(config: &JobConfig) -> Result<HostData> {
     match &config.data {
-        DataSpec::Fashion { dir, input_scale } => fashion::load(dir.as_deref(), *input_scale),
-        DataSpec::Table {
-            csv,
-            label_column,
-            scalar_column,
+        DataSpec::Idx {
+            dir,
+            input_scale,
             valid_fraction,
-            standardize,
-            stats,
         } => {
-            let (all, source) = match csv {
-                Some(path) => (
-                    table::read(path, config.job, label_column, scalar_column.as_deref())?,
-                    path.display().to_string(),
-                ),
-                None => match config.job {
-                    JobKind::TabularMlp => (
-                        synthetic::tabular(),
-                        "built-in synthetic table (200,000 x 61, MT19937 seed 0)".to_string(),
-                    ),
-                    _ => (
-                        synthetic::linear_scalar(),
-                        "built-in arange table (38,400 x 40)".to_string(),
-                    ),
-                },
-            };
-            let (mut train, mut valid) = split(all, *valid_fraction, config.seed);
-            let stats = if *standardize {
-                let stats = stats.clone().unwrap_or_else(|| column_stats(&train));
-                let expected = train.features.cols + usize::from(train.scalar.is_some());
-                if stats.mean.len() != expected {
-                    return Err(crate::input_err!(
-                        "data.feature_mean has {} values but the data has {expected} input columns",
-                        stats.mean.len()
-                    ));
-                }
-                apply_stats(&mut train, &stats);
-                apply_stats(&mut valid, &stats);
-                Some(stats)
-            } else {
-                None
-            };
-            Ok(HostData {
-                train,
-                valid,
-                source,
-                stats,
-            })
+            let mut data = fashion::load(dir.as_deref(), *input_scale, config.classes.as_deref())?;
+            if *valid_fraction > 0.0 {
+                let (train, valid) = split(data.train, *valid_fraction, config.seed);
+                data.train = train;
+                data.test = Some(std::mem::replace(&mut data.valid, valid));
+            }
+            Ok(data)
         }
+        DataSpec::Table(spec) => tables::load(config, spec),
     }
 }
 
@@ -266,7 +239,11 @@ mod tests {
                 values: (0..2 * n).map(|v| v as f32).collect(),
             },
             scalar: Some((0..n).map(|v| v as f32 * 3.0).collect()),
-            labels: Labels::Values((0..n).map(|v| v as f32).collect()),
+            labels: Labels::Values(Matrix {
+                rows: n,
+                cols: 1,
+                values: (0..n).map(|v| v as f32).collect(),
+            }),
         }
     }
 
@@ -280,8 +257,8 @@ mod tests {
         let Labels::Values(vv) = &v.labels else {
             unreachable!()
         };
-        assert!(tv.windows(2).all(|w| w[0] < w[1]));
-        let mut all: Vec<f32> = tv.iter().chain(vv.iter()).copied().collect();
+        assert!(tv.values.windows(2).all(|w| w[0] < w[1]));
+        let mut all: Vec<f32> = tv.values.iter().chain(&vv.values).copied().collect();
         all.sort_by(f32::total_cmp);
         assert_eq!(all, (0..100).map(|v| v as f32).collect::<Vec<_>>());
         let (_, v2) = split(toy(100), 0.1, 5);

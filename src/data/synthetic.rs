@@ -74,7 +74,11 @@ pub fn linear_scalar() -> HostSplit {
             values: (0..SCALAR_ROWS * SCALAR_COLS).map(|v| v as f32).collect(),
         },
         scalar: Some((0..SCALAR_ROWS).map(|v| v as f32).collect()),
-        labels: Labels::Values((0..SCALAR_ROWS).map(|v| v as f32).collect()),
+        labels: Labels::Values(Matrix {
+            rows: SCALAR_ROWS,
+            cols: 1,
+            values: (0..SCALAR_ROWS).map(|v| v as f32).collect(),
+        }),
     }
 }
 

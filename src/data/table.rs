@@ -1,34 +1,23 @@
-//! Tables from CSV files: a header row, one numeric cell per column, the label (or target)
-//! column named in the config; every other column is an input.
+//! Tables from CSV files: a header row; the label (or target) columns named in the config,
+//! input columns that are numbers, and labels that may be integers or strings.
 
 use super::{HostSplit, Labels, Matrix};
-use crate::config::JobKind;
+use crate::config::{TableSpec, Task};
 use crate::error::{EmberError, Result};
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
-/// A CSV file whose every cell is a finite number, with the line number of each row.
-pub struct NumericCsv {
+/// A CSV file read as text (a header row, then records of as many fields), with the line
+/// number of each record, so that each column can be parsed as the job needs it.
+pub struct TextCsv {
+    pub path: PathBuf,
     pub header: Vec<String>,
-    pub rows: Vec<Vec<f32>>,
+    pub records: Vec<csv::StringRecord>,
     pub lines: Vec<u64>,
 }
 
-impl NumericCsv {
-    fn column(&self, path: &Path, name: &str, field: &str) -> Result<usize> {
-        self.header.iter().position(|h| h == name).ok_or_else(|| {
-            EmberError::file(
-                path,
-                format!(
-                    "no column named \"{name}\" ({field}); the header has {}",
-                    self.header.join(",")
-                ),
-            )
-        })
-    }
-}
-
-/// Reads a CSV file with a header row; every row must have one finite number per column.
-pub fn read_numeric(path: &Path) -> Result<NumericCsv> {
+/// Reads a CSV file with a header row; every record must have one field per column.
+pub fn read_text(path: &Path) -> Result<TextCsv> {
     let fail = |what: String| EmberError::file(path, what);
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
@@ -44,15 +33,9 @@ pub fn read_numeric(path: &Path) -> Result<NumericCsv> {
     if header.iter().all(String::is_empty) {
         return Err(fail("empty file: expected a header row".into()));
     }
-    let mut rows = Vec::new();
-    let mut lines = Vec::new();
-    let mut record = csv::StringRecord::new();
-    loop {
-        match reader.read_record(&mut record) {
-            Ok(false) => break,
-            Ok(true) => {}
-            Err(e) => return Err(fail(csv_reason(&e))),
-        }
+    let (mut records, mut lines) = (Vec::new(), Vec::new());
+    for record in reader.records() {
+        let record = record.map_err(|e| fail(csv_reason(&e)))?;
         let line = record.position().map_or(0, |p| p.line());
         if record.len() == 1 && record[0].is_empty() {
             continue; // a blank line
@@ -64,116 +47,213 @@ pub fn read_numeric(path: &Path) -> Result<NumericCsv> {
                 header.len()
             )));
         }
-        let row = record
-            .iter()
-            .enumerate()
-            .map(|(i, text)| match text.parse::<f32>() {
-                Ok(v) if v.is_finite() => Ok(v),
-                _ => Err(fail(format!(
-                    "line {line}: column \"{}\" holds \"{text}\", not a finite number",
-                    header[i]
-                ))),
-            })
-            .collect::<Result<Vec<f32>>>()?;
-        rows.push(row);
+        records.push(record);
         lines.push(line);
     }
-    Ok(NumericCsv {
+    Ok(TextCsv {
+        path: path.to_path_buf(),
         header,
-        rows,
+        records,
         lines,
     })
 }
 
-/// Reads `path` for `job`: tabular-mlp takes a 0/1 `label` column, linear-scalar a real target
-/// and the `scalar` column that multiplies the learned p.
-pub fn read(path: &Path, job: JobKind, label: &str, scalar: Option<&str>) -> Result<HostSplit> {
-    let csv = read_numeric(path)?;
-    let label_at = csv.column(path, label, "data.label_column")?;
-    let scalar_at = scalar
-        .map(|s| csv.column(path, s, "data.scalar_column"))
-        .transpose()?;
-    if job == JobKind::TabularMlp
-        && let Some((row, line)) = csv
-            .rows
+impl TextCsv {
+    fn fail(&self, what: String) -> EmberError {
+        EmberError::file(&self.path, what)
+    }
+
+    /// The index of column `name`, which the config names in `field`.
+    pub fn column(&self, name: &str, field: &str) -> Result<usize> {
+        self.header.iter().position(|h| h == name).ok_or_else(|| {
+            self.fail(format!(
+                "no column named \"{name}\" ({field}); the header has {}",
+                self.header.join(",")
+            ))
+        })
+    }
+
+    /// Columns `cols` as a row-major matrix of finite numbers.
+    pub fn numbers(&self, cols: &[usize]) -> Result<Matrix> {
+        let mut values = Vec::with_capacity(self.records.len() * cols.len());
+        for (record, line) in self.records.iter().zip(&self.lines) {
+            for &c in cols {
+                match record[c].parse::<f32>() {
+                    Ok(v) if v.is_finite() => values.push(v),
+                    _ => {
+                        return Err(self.fail(format!(
+                            "line {line}: column \"{}\" holds \"{}\", not a finite number",
+                            self.header[c], &record[c]
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(Matrix {
+            rows: self.records.len(),
+            cols: cols.len(),
+            values,
+        })
+    }
+
+    /// The text of column `c`, row by row.
+    fn texts(&self, c: usize) -> impl Iterator<Item = (&str, u64)> {
+        self.records
             .iter()
-            .zip(&csv.lines)
-            .find(|(r, _)| r[label_at] != 0.0 && r[label_at] != 1.0)
-    {
-        return Err(EmberError::file(
-            path,
-            format!(
-                "line {line}: label \"{label}\" is {}; tabular-mlp labels must be 0 or 1",
-                row[label_at]
-            ),
-        ));
+            .zip(&self.lines)
+            .map(move |(r, l)| (&r[c], *l))
     }
-    if csv.rows.len() < 2 {
-        return Err(EmberError::file(
-            path,
-            format!(
-                "{} data rows; at least 2 are needed (one to train, one to validate)",
-                csv.rows.len()
-            ),
-        ));
+}
+
+/// The input columns of a table: `features` as given, or every column that is not a target,
+/// the scalar column or ignored. Each named column must exist and not be a target.
+pub fn feature_names(csv: &TextCsv, spec: &TableSpec) -> Result<Vec<String>> {
+    let mut used = spec.targets.clone();
+    used.extend(spec.scalar_column.clone());
+    for name in used.iter().chain(&spec.ignore) {
+        let field = if spec.ignore.contains(name) {
+            "data.ignore"
+        } else {
+            "data.label"
+        };
+        csv.column(name, field)?;
     }
-    let (features, scalars) = inputs(path, &csv, &[label_at], scalar_at)?;
-    let targets: Vec<f32> = csv.rows.iter().map(|r| r[label_at]).collect();
-    let labels = match job {
-        JobKind::TabularMlp => Labels::Binary(targets.iter().map(|y| *y as i64).collect()),
-        _ => Labels::Values(targets),
+    let names = match &spec.features {
+        Some(given) => {
+            for name in given {
+                csv.column(name, "data.features")?;
+                if used.contains(name) {
+                    return Err(csv.fail(format!(
+                        "data.features names \"{name}\", which is the label or a target"
+                    )));
+                }
+            }
+            given.clone()
+        }
+        None => csv
+            .header
+            .iter()
+            .filter(|h| !used.contains(h) && !spec.ignore.contains(h))
+            .cloned()
+            .collect(),
+    };
+    if names.is_empty() {
+        return Err(csv.fail("no input columns besides the label".to_string()));
+    }
+    Ok(names)
+}
+
+/// A class name as ember stores it: an integer label in canonical form ("07" is "7"), any other
+/// label as written.
+fn class_key(text: &str) -> String {
+    text.parse::<i64>()
+        .map_or_else(|_| text.to_string(), |v| v.to_string())
+}
+
+/// The classes of a label column: integers sorted numerically when every label is one,
+/// otherwise the strings sorted.
+pub fn classes_of(csv: &TextCsv, label: &str) -> Result<Vec<String>> {
+    let c = csv.column(label, "data.label")?;
+    let mut keys: Vec<String> = csv.texts(c).map(|(t, _)| class_key(t)).collect();
+    if keys.iter().all(|k| k.parse::<i64>().is_ok()) {
+        keys.sort_by_key(|k| k.parse::<i64>().expect("checked just above"));
+    } else {
+        keys.sort();
+    }
+    keys.dedup();
+    if keys.is_empty() {
+        return Err(csv.fail("no data rows".to_string()));
+    }
+    Ok(keys)
+}
+
+/// Class indices of `values` (label texts with their line numbers) on the training classes;
+/// a label the training set never had is an error naming it.
+pub fn class_indices<'a>(
+    path: &Path,
+    values: impl Iterator<Item = (&'a str, u64)>,
+    classes: &[String],
+) -> Result<Vec<i64>> {
+    let index: HashMap<&str, i64> = classes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.as_str(), i as i64))
+        .collect();
+    values
+        .map(|(text, line)| {
+            index.get(class_key(text).as_str()).copied().ok_or_else(|| {
+                EmberError::file(
+                    path,
+                    format!(
+                        "line {line}: label \"{text}\" is not one of the training classes ({})",
+                        classes.join(", ")
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The rows of a table as the task needs them: inputs in `features` order, the scalar column
+/// apart, and labels as class indices (on `classes`) or real targets.
+pub fn to_split(
+    csv: &TextCsv,
+    spec: &TableSpec,
+    features: &[String],
+    task: Task,
+    classes: Option<&[String]>,
+) -> Result<HostSplit> {
+    let cols = |names: &[String], field: &str| -> Result<Vec<usize>> {
+        names.iter().map(|n| csv.column(n, field)).collect()
+    };
+    let inputs = csv.numbers(&cols(features, "data.features")?)?;
+    let scalar = match &spec.scalar_column {
+        Some(s) => Some(csv.numbers(&[csv.column(s, "data.scalar_column")?])?.values),
+        None => None,
+    };
+    let labels = match (task, classes) {
+        (Task::Regression, _) => {
+            Labels::Values(csv.numbers(&cols(&spec.targets, "data.targets")?)?)
+        }
+        (_, Some(classes)) => {
+            let c = csv.column(&spec.targets[0], "data.label")?;
+            let indices = class_indices(&csv.path, csv.texts(c), classes)?;
+            if task == Task::Binary {
+                Labels::Binary(indices)
+            } else {
+                Labels::Classes(indices)
+            }
+        }
+        (_, None) => unreachable!("a classifier's classes are known before its rows are read"),
     };
     Ok(HostSplit {
-        features,
-        scalar: scalars,
+        features: inputs,
+        scalar,
         labels,
     })
 }
 
-/// The model inputs of a CSV file for prediction: every column but the label (when present) and
-/// the scalar column (taken apart).
-pub fn read_inputs(
-    path: &Path,
-    label: &str,
-    scalar: Option<&str>,
-) -> Result<(Matrix, Option<Vec<f32>>)> {
-    let csv = read_numeric(path)?;
-    let skip: Vec<usize> = csv
-        .header
+/// The inputs of a CSV file for `ember predict`: the run's feature columns (and scalar column)
+/// by name; a label column may be there or not.
+pub fn read_inputs(path: &Path, spec: &TableSpec) -> Result<(Matrix, Option<Vec<f32>>)> {
+    let csv = read_text(path)?;
+    // A run on a built-in table has no column names: then every column but the label is input.
+    let features = spec.features.clone().unwrap_or_else(|| {
+        csv.header
+            .iter()
+            .filter(|h| !spec.targets.contains(h) && spec.scalar_column.as_ref() != Some(h))
+            .cloned()
+            .collect()
+    });
+    let cols: Vec<usize> = features
         .iter()
-        .position(|h| h == label)
-        .into_iter()
-        .collect();
-    let scalar_at = scalar
-        .map(|s| csv.column(path, s, "data.scalar_column"))
-        .transpose()?;
-    inputs(path, &csv, &skip, scalar_at)
-}
-
-fn inputs(
-    path: &Path,
-    csv: &NumericCsv,
-    skip: &[usize],
-    scalar_at: Option<usize>,
-) -> Result<(Matrix, Option<Vec<f32>>)> {
-    let cols: Vec<usize> = (0..csv.header.len())
-        .filter(|i| !skip.contains(i) && Some(*i) != scalar_at)
-        .collect();
-    if cols.is_empty() {
-        return Err(EmberError::file(path, "no input columns besides the label"));
-    }
-    let mut values = Vec::with_capacity(csv.rows.len() * cols.len());
-    for row in &csv.rows {
-        values.extend(cols.iter().map(|&c| row[c]));
-    }
-    Ok((
-        Matrix {
-            rows: csv.rows.len(),
-            cols: cols.len(),
-            values,
-        },
-        scalar_at.map(|s| csv.rows.iter().map(|r| r[s]).collect()),
-    ))
+        .map(|n| csv.column(n, "a feature column of the run"))
+        .collect::<Result<_>>()?;
+    let scalar = match &spec.scalar_column {
+        Some(s) => Some(csv.numbers(&[csv.column(s, "data.scalar_column")?])?.values),
+        None => None,
+    };
+    Ok((csv.numbers(&cols)?, scalar))
 }
 
 fn csv_reason(e: &csv::Error) -> String {
@@ -199,29 +279,86 @@ mod tests {
         p
     }
 
+    fn spec(targets: &[&str]) -> TableSpec {
+        TableSpec {
+            csv: None,
+            targets: targets.iter().map(|t| t.to_string()).collect(),
+            features: None,
+            ignore: Vec::new(),
+            scalar_column: None,
+            valid_fraction: 0.1,
+            valid_csv: None,
+            test_csv: None,
+            standardize: false,
+            stats: None,
+        }
+    }
+
+    fn read(path: &Path, spec: &TableSpec, task: Task) -> Result<HostSplit> {
+        let csv = read_text(path)?;
+        let features = feature_names(&csv, spec)?;
+        let classes = match task {
+            Task::Regression => None,
+            _ => Some(classes_of(&csv, &spec.targets[0])?),
+        };
+        to_split(&csv, spec, &features, task, classes.as_deref())
+    }
+
     #[test]
     fn reads_features_and_labels() {
         let p = file("ok.csv", "a,label,b\n1,0,2\n3,1,4\n");
-        let t = read(&p, JobKind::TabularMlp, "label", None).unwrap();
+        let t = read(&p, &spec(&["label"]), Task::Binary).unwrap();
         assert_eq!(t.features.values, vec![1.0, 2.0, 3.0, 4.0]);
         assert_eq!(t.labels, Labels::Binary(vec![0, 1]));
     }
 
     #[test]
+    fn integer_classes_sort_numerically_and_strings_alphabetically() {
+        let p = file("ints.csv", "a,y\n1,10\n2,9\n3,010\n4,-1\n");
+        let csv = read_text(&p).unwrap();
+        assert_eq!(classes_of(&csv, "y").unwrap(), ["-1", "9", "10"]);
+        let p = file("words.csv", "a,y\n1,dog\n2,cat\n3,emu\n4,cat\n");
+        let t = read(&p, &spec(&["y"]), Task::Classification).unwrap();
+        assert_eq!(t.labels, Labels::Classes(vec![1, 0, 2, 0]));
+    }
+
+    #[test]
+    fn features_and_ignore_pick_columns() {
+        let p = file("pick.csv", "id,a,b,c,y\n7,1,2,3,0.5\n8,4,5,6,1.5\n");
+        let mut s = spec(&["y"]);
+        s.ignore = vec!["id".into()];
+        let t = read(&p, &s, Task::Regression).unwrap();
+        assert_eq!(t.features.values, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        s.features = Some(vec!["c".into(), "a".into()]);
+        let t = read(&p, &s, Task::Regression).unwrap();
+        assert_eq!(t.features.values, vec![3.0, 1.0, 6.0, 4.0]);
+        assert_eq!(
+            t.labels,
+            Labels::Values(Matrix {
+                rows: 2,
+                cols: 1,
+                values: vec![0.5, 1.5]
+            })
+        );
+        s.features = Some(vec!["y".into()]);
+        let err = read(&p, &s, Task::Regression).unwrap_err().to_string();
+        assert!(err.contains("data.features names \"y\""), "{err}");
+    }
+
+    #[test]
     fn reads_the_scalar_column_apart() {
         let p = file("ls.csv", "x0,x1,f,y\n1,2,3,4\n5,6,7,8\n");
-        let t = read(&p, JobKind::LinearScalar, "y", Some("f")).unwrap();
+        let mut s = spec(&["y"]);
+        s.scalar_column = Some("f".into());
+        let t = read(&p, &s, Task::Regression).unwrap();
         assert_eq!(t.features.cols, 2);
         assert_eq!(t.scalar, Some(vec![3.0, 7.0]));
-        assert_eq!(t.labels, Labels::Values(vec![4.0, 8.0]));
     }
 
     #[test]
     fn wrong_field_count_names_the_line() {
         let p = file("short.csv", "a,label\n1,0\n2\n");
-        let err = read(&p, JobKind::TabularMlp, "label", None)
-            .unwrap_err()
-            .to_string();
+        let err = read_text(&p).err().unwrap().to_string();
         assert!(
             err.contains("short.csv: line 3: 1 fields, but the header has 2"),
             "{err}"
@@ -229,25 +366,35 @@ mod tests {
     }
 
     #[test]
-    fn non_numeric_cell_names_line_column_and_value() {
+    fn non_numeric_cell_and_nan_target_name_line_column_and_value() {
         let p = file("nan.csv", "a,label\n1,0\nabc,1\n");
-        let err = read(&p, JobKind::TabularMlp, "label", None)
+        let err = read(&p, &spec(&["label"]), Task::Binary)
             .unwrap_err()
             .to_string();
         assert!(err.contains("line 3: column \"a\" holds \"abc\""), "{err}");
+        let p = file("nany.csv", "a,y\n1,0.5\n2,NaN\n");
+        let err = read(&p, &spec(&["y"]), Task::Regression)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 3: column \"y\" holds \"NaN\", not a finite number"),
+            "{err}"
+        );
     }
 
     #[test]
-    fn missing_label_column_and_bad_label_are_errors() {
+    fn missing_label_column_and_unknown_label_are_errors() {
         let p = file("nolabel.csv", "a,b\n1,0\n2,1\n");
-        let err = read(&p, JobKind::TabularMlp, "label", None)
+        let err = read(&p, &spec(&["label"]), Task::Binary)
             .unwrap_err()
             .to_string();
         assert!(err.contains("no column named \"label\""), "{err}");
-        let p = file("badlabel.csv", "a,label\n1,0\n2,2\n");
-        let err = read(&p, JobKind::TabularMlp, "label", None)
+        let err = class_indices(&p, [("cat", 4)].into_iter(), &["0".into(), "1".into()])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("must be 0 or 1"), "{err}");
+        assert!(
+            err.contains("line 4: label \"cat\" is not one of the training classes (0, 1)"),
+            "{err}"
+        );
     }
 }

@@ -2,8 +2,8 @@
 //! scalar drawn from N(0, 1); mean squared error.
 
 use super::{
-    EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, init_linear, matrix_rows, param,
-    rows_of, train_output,
+    EmberModel, PREDICT_CHUNK, Predict, RegressionStep, StepOutput, TorchNames, init_linear,
+    matrix_rows, param, rows_of, train_output,
 };
 use crate::config::Init;
 use crate::data::loader::{Rows, gather_rows};
@@ -24,7 +24,9 @@ pub struct LinearScalar<B: Backend> {
 }
 
 impl<B: Backend> TorchNames for LinearScalar<B> {
-    const TORCH_NAMES: &'static [(&'static str, &'static str)] = &[];
+    fn torch_names(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
 }
 
 impl<B: Backend> LinearScalar<B> {
@@ -48,9 +50,21 @@ impl<B: Backend> LinearScalar<B> {
         self.lin.forward(x) + f * self.par.val().unsqueeze_dim(0)
     }
 
-    fn loss(&self, batch: ScalarBatch<B>) -> Tensor<B, 1> {
+    /// The step's loss; with `metrics`, MAE and R²'s sums too (validation passes only: the
+    /// training loop stays as lean as the seed's).
+    fn step_output(&self, batch: ScalarBatch<B>, metrics: bool) -> StepOutput<B> {
+        let rows = batch.y.dims()[0];
         let prediction = self.forward(batch.x, batch.f);
-        MseLoss::new().forward(prediction, batch.y, Reduction::Mean)
+        let regression = metrics.then(|| RegressionStep {
+            abs_error_sum: (prediction.clone().detach() - batch.y.clone()).abs().sum(),
+            targets: batch.y.clone(),
+        });
+        StepOutput {
+            loss: MseLoss::new().forward(prediction, batch.y, Reduction::Mean),
+            correct: None,
+            rows,
+            regression,
+        }
     }
 }
 
@@ -66,7 +80,7 @@ impl<B: Backend> ScalarBatch<B> {
     pub fn from_host(split: &HostSplit, device: &B::Device) -> Self {
         let n = split.rows();
         let y = match &split.labels {
-            Labels::Values(v) => v.clone(),
+            Labels::Values(v) => v.values.clone(),
             other => unreachable!("linear-scalar data always has real targets, not {other:?}"),
         };
         let f = split
@@ -123,8 +137,11 @@ impl<B: EmberBackend> EmberModel<B> for LinearScalar<B> {
 
     fn init(config: &crate::config::JobConfig, device: &B::Device) -> Self {
         Self::new(
-            config.inputs.unwrap_or(crate::data::synthetic::SCALAR_COLS),
-            config.init,
+            config
+                .model
+                .inputs
+                .unwrap_or(crate::data::synthetic::SCALAR_COLS),
+            config.model.init,
             config.seed,
             device,
         )
@@ -167,8 +184,7 @@ impl<B: TrainBackend> TrainStep for LinearScalar<B> {
     type Output = StepOutput<B>;
 
     fn step(&self, batch: ScalarBatch<B>) -> TrainOutput<StepOutput<B>> {
-        let rows = batch.y.dims()[0];
-        train_output(self, self.loss(batch), None, rows)
+        train_output(self, self.step_output(batch, false))
     }
 }
 
@@ -177,12 +193,7 @@ impl<B: EmberBackend> InferenceStep for LinearScalar<B> {
     type Output = StepOutput<B>;
 
     fn step(&self, batch: ScalarBatch<B>) -> StepOutput<B> {
-        let rows = batch.y.dims()[0];
-        StepOutput {
-            loss: self.loss(batch),
-            correct: None,
-            rows,
-        }
+        self.step_output(batch, true)
     }
 }
 

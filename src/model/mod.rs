@@ -1,11 +1,11 @@
-//! The three models, one file each, and what they share: the step output whose statistics stay
-//! on the device, and weight initialisation drawn on the host.
+//! The two models, one file each (the general MLP, and linear-scalar's own), and what they
+//! share: the step output whose statistics stay on the device, and weight initialisation drawn
+//! on the host.
 
-pub mod fashion;
 pub mod linear_scalar;
-pub mod tabular;
+pub mod mlp;
 
-use crate::config::{Init, JobKind};
+use crate::config::{Init, ModelKind};
 use crate::device::TrainBackend;
 use burn::module::AutodiffModule;
 use burn::module::{Param, ParamId};
@@ -20,27 +20,49 @@ use rand_mt::Mt64;
 /// number of rows it got right, both still on the device. Nothing here is read per step: the
 /// training strategy adds them into per-epoch totals on the device and reads those rarely.
 pub struct StepOutput<B: Backend> {
-    /// Mean loss over the batch (detached from the graph).
+    /// Mean loss over the batch (detached from the graph once the step is done).
     pub loss: Tensor<B, 1>,
     /// Correctly classified rows in the batch, as a float count.
     pub correct: Option<Tensor<B, 1>>,
     /// Rows in the batch.
     pub rows: usize,
+    /// A regression's figures for MAE and R².
+    pub regression: Option<RegressionStep<B>>,
 }
 
-/// A train step's result: the gradients of `loss` for `model`, and the step's figures with
-/// the loss detached from the graph.
+/// A regression batch's summed absolute error and its targets `[n, k]`.
+pub struct RegressionStep<B: Backend> {
+    pub abs_error_sum: Tensor<B, 1>,
+    pub targets: Tensor<B, 2>,
+}
+
+impl<B: Backend> StepOutput<B> {
+    /// A classifier's step: loss and correct rows.
+    pub fn classified(loss: Tensor<B, 1>, correct: Tensor<B, 1>, rows: usize) -> Self {
+        Self {
+            loss,
+            correct: Some(correct),
+            rows,
+            regression: None,
+        }
+    }
+}
+
+/// A train step's result: the gradients of the step's loss for `model`, and the step's
+/// figures detached from the graph.
 pub fn train_output<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: &M,
-    loss: Tensor<B, 1>,
-    correct: Option<Tensor<B, 1>>,
-    rows: usize,
+    out: StepOutput<B>,
 ) -> TrainOutput<StepOutput<B>> {
-    let grads = loss.backward();
+    let grads = out.loss.backward();
     let output = StepOutput {
-        loss: loss.detach(),
-        correct,
-        rows,
+        loss: out.loss.detach(),
+        correct: out.correct.map(Tensor::detach),
+        rows: out.rows,
+        regression: out.regression.map(|r| RegressionStep {
+            abs_error_sum: r.abs_error_sum.detach(),
+            targets: r.targets.detach(),
+        }),
     };
     TrainOutput::new(model, grads, output)
 }
@@ -52,6 +74,9 @@ pub struct StepStats {
     pub loss: f64,
     /// Accuracy in [0, 1], for classifiers.
     pub accuracy: Option<f64>,
+    /// Mean absolute error and coefficient of determination, for regressions (whole passes).
+    pub mae: Option<f64>,
+    pub r2: Option<f64>,
     pub rows: usize,
 }
 
@@ -64,8 +89,68 @@ impl<B: Backend> StepOutput<B> {
         StepStats {
             loss,
             accuracy,
+            mae: None,
+            r2: None,
             rows,
         }
+    }
+}
+
+/// A regression pass's sums, on the device: absolute errors, and the targets' first and second
+/// moments about the first batch's mean (a shift that keeps the variance exact in f32).
+struct RegressionTotals<B: Backend> {
+    abs_error: Tensor<B, 1>,
+    shift: Tensor<B, 2>,
+    sum: Tensor<B, 2>,
+    sum_sq: Tensor<B, 2>,
+    targets: usize,
+}
+
+impl<B: Backend> RegressionTotals<B> {
+    fn add(acc: Option<Self>, step: RegressionStep<B>) -> Self {
+        let targets = step.targets.dims()[1];
+        let shift = match &acc {
+            Some(a) => a.shift.clone(),
+            None => step.targets.clone().mean_dim(0),
+        };
+        let d = step.targets - shift.clone();
+        let (sum, sum_sq) = (d.clone().sum_dim(0), (d.clone() * d).sum_dim(0));
+        match acc {
+            None => Self {
+                abs_error: step.abs_error_sum,
+                shift,
+                sum,
+                sum_sq,
+                targets,
+            },
+            Some(a) => Self {
+                abs_error: a.abs_error + step.abs_error_sum,
+                sum: a.sum + sum,
+                sum_sq: a.sum_sq + sum_sq,
+                ..a
+            },
+        }
+    }
+
+    /// MAE and R² (one device read), from the pass's mean loss (the mean squared error).
+    fn read(&self, mse: f64, rows: usize) -> (f64, f64) {
+        let k = self.targets;
+        let all = Tensor::cat(
+            vec![
+                self.abs_error.clone().reshape([1, 1]),
+                self.sum.clone(),
+                self.sum_sq.clone(),
+            ],
+            1,
+        );
+        let v: Vec<f64> = crate::device::host_read::read(all)
+            .convert::<f64>()
+            .to_vec()
+            .expect("a float tensor reads back");
+        let n = rows.max(1) as f64;
+        let sst: f64 = (0..k).map(|c| v[1 + k + c] - v[1 + c] * v[1 + c] / n).sum();
+        let mae = v[0] / (n * k as f64);
+        (mae, 1.0 - mse * n * k as f64 / sst)
     }
 }
 
@@ -74,6 +159,7 @@ impl<B: Backend> StepOutput<B> {
 pub struct StepTotals<B: Backend> {
     loss_sum: Option<Tensor<B, 1>>,
     correct: Option<Tensor<B, 1>>,
+    regression: Option<RegressionTotals<B>>,
     rows: usize,
 }
 
@@ -88,6 +174,7 @@ impl<B: Backend> StepTotals<B> {
         Self {
             loss_sum: None,
             correct: None,
+            regression: None,
             rows: 0,
         }
     }
@@ -104,15 +191,22 @@ impl<B: Backend> StepTotals<B> {
         if let Some(c) = out.correct {
             self.correct = Some(sum(self.correct.take(), c));
         }
+        if let Some(r) = out.regression {
+            self.regression = Some(RegressionTotals::add(self.regression.take(), r));
+        }
         self.rows += out.rows;
     }
 
-    /// The running means, with one device read.
+    /// The running means, with one device read (two for a regression).
     pub fn read(&self) -> StepStats {
         let n = self.rows.max(1) as f64;
+        let loss = self.loss_sum.clone().map_or(f64::NAN, scalar) / n;
+        let regression = self.regression.as_ref().map(|r| r.read(loss, self.rows));
         StepStats {
-            loss: self.loss_sum.clone().map_or(f64::NAN, scalar) / n,
+            loss,
             accuracy: self.correct.clone().map(|c| scalar(c) / n),
+            mae: regression.map(|r| r.0),
+            r2: regression.map(|r| r.1),
             rows: self.rows,
         }
     }
@@ -124,6 +218,7 @@ impl<B: Backend> StepTotals<B> {
             loss: one(stats.loss),
             correct: stats.accuracy.map(|a| one(a * stats.rows as f64)),
             rows: stats.rows,
+            regression: None,
         }
     }
 }
@@ -239,11 +334,10 @@ pub trait WithModel<B: TrainBackend> {
 }
 
 /// The one place that maps a job to its model type.
-pub fn for_job<B: TrainBackend, T: WithModel<B>>(job: JobKind, task: T) -> T::Output {
-    match job {
-        JobKind::FashionMlp => task.run::<fashion::FashionMlp<B>>(),
-        JobKind::TabularMlp => task.run::<tabular::TabularMlp<B>>(),
-        JobKind::LinearScalar => task.run::<linear_scalar::LinearScalar<B>>(),
+pub fn for_model<B: TrainBackend, T: WithModel<B>>(kind: ModelKind, task: T) -> T::Output {
+    match kind {
+        ModelKind::Mlp => task.run::<mlp::Mlp<B>>(),
+        ModelKind::LinearScalar => task.run::<linear_scalar::LinearScalar<B>>(),
     }
 }
 
@@ -280,7 +374,7 @@ pub fn matrix_rows<B: Backend>(
 /// How a model's parameters are named in PyTorch's state_dict of the seed's own module:
 /// (Burn path prefix, PyTorch name prefix) pairs; paths not listed keep their name.
 pub trait TorchNames {
-    const TORCH_NAMES: &'static [(&'static str, &'static str)];
+    fn torch_names(&self) -> Vec<(String, String)>;
 }
 
 #[cfg(test)]

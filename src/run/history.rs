@@ -13,6 +13,11 @@ pub struct SplitRecord {
     pub accuracy: Option<f64>,
     pub seconds: f64,
     pub steps: usize,
+    /// A regression's mean absolute error and R² (validation passes).
+    #[serde(default)]
+    pub mae: Option<f64>,
+    #[serde(default)]
+    pub r2: Option<f64>,
 }
 
 impl SplitRecord {
@@ -33,17 +38,22 @@ pub struct EpochRecord {
     pub valid: SplitRecord,
 }
 
-pub const CSV_HEADER: &str = "epoch,split,loss,accuracy,seconds,steps_per_s";
+pub const CSV_HEADER: &str = "epoch,split,loss,accuracy,seconds,steps_per_s,mae,r2";
+/// The header before `mae` and `r2` were added; such files still read.
+const CSV_HEADER_V1: &str = "epoch,split,loss,accuracy,seconds,steps_per_s";
 
 fn csv_rows(r: &EpochRecord) -> String {
+    let cell = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let row = |split: &str, s: &SplitRecord| {
         format!(
-            "{},{split},{},{},{:.4},{:.1}\n",
+            "{},{split},{},{},{:.4},{:.1},{},{}\n",
             r.epoch,
             s.loss,
-            s.accuracy.map(|a| a.to_string()).unwrap_or_default(),
+            cell(s.accuracy),
             s.seconds,
-            s.steps_per_s()
+            s.steps_per_s(),
+            cell(s.mae),
+            cell(s.r2)
         )
     };
     row("train", &r.train) + &row("valid", &r.valid)
@@ -63,7 +73,9 @@ pub fn read_csv(path: &Path) -> Result<Vec<EpochRecord>> {
     let bytes = crate::fs::read_file(path)?;
     let text = String::from_utf8_lossy(&bytes);
     let mut lines = text.lines();
-    if lines.next() != Some(CSV_HEADER) {
+    let header = lines.next();
+    let fields = if header == Some(CSV_HEADER) { 8 } else { 6 };
+    if header != Some(CSV_HEADER) && header != Some(CSV_HEADER_V1) {
         return Err(crate::error::EmberError::file(
             path,
             format!("not an ember metrics file (the header must be {CSV_HEADER})"),
@@ -78,21 +90,23 @@ pub fn read_csv(path: &Path) -> Result<Vec<EpochRecord>> {
                 format!("line {}: malformed row \"{line}\"", i + 2),
             )
         };
-        if f.len() != 6 {
+        if f.len() != fields {
             return Err(bad());
         }
         let num = |s: &str| s.parse::<f64>().map_err(|_| bad());
+        let optional = |i: usize| match f.get(i) {
+            None | Some(&"") => Ok(None),
+            Some(s) => num(s).map(Some),
+        };
         let epoch: usize = f[0].parse().map_err(|_| bad())?;
         let seconds = num(f[4])?;
         let split = SplitRecord {
             loss: num(f[2])?,
-            accuracy: if f[3].is_empty() {
-                None
-            } else {
-                Some(num(f[3])?)
-            },
+            accuracy: optional(3)?,
             seconds,
             steps: (num(f[5])? * seconds).round() as usize,
+            mae: optional(6)?,
+            r2: optional(7)?,
         };
         match f[1] {
             "train" => out.push(EpochRecord {
@@ -123,12 +137,16 @@ mod tests {
                 accuracy: Some(0.5),
                 seconds: 2.0,
                 steps: 100,
+                mae: None,
+                r2: None,
             },
             valid: SplitRecord {
                 loss: l + 0.1,
                 accuracy: None,
                 seconds: 0.5,
                 steps: 10,
+                mae: Some(0.25),
+                r2: Some(0.875),
             },
         };
         let history = vec![rec(1, 1.0), rec(2, 0.75)];

@@ -47,7 +47,7 @@ fn row(path: &Path) -> Option<RunRow> {
     let last = h.last();
     Some(RunRow {
         path: path.to_path_buf(),
-        job: config.job.name().to_string(),
+        job: config.name().to_string(),
         status: "incomplete".to_string(),
         epochs: format!("{}/{}", last.map_or(0, |e| e.epoch), config.epochs),
         valid_loss: last.map(|e| e.valid.loss),

@@ -36,7 +36,7 @@ impl RunReport {
                 label: self.run_dir.display().to_string(),
                 history: self.history.clone(),
             };
-            let title = format!("{} ({})", self.config.job.name(), self.run_dir.display());
+            let title = format!("{} ({})", self.config.name(), self.run_dir.display());
             crate::plot::draw(&[curve], &title, &self.run_dir.join(folder::CURVES))?;
         }
         Ok(summary.line(&self.run_dir))

@@ -67,7 +67,7 @@ impl Summary {
         let train_seconds: f64 = h.iter().map(|e| e.train.seconds).sum();
         let steps: usize = h.iter().map(|e| e.train.steps).sum();
         Summary {
-            job: r.config.job.name().to_string(),
+            job: r.config.name().to_string(),
             status: status.to_string(),
             message,
             config_hash: r.config.hash(),

@@ -111,7 +111,7 @@ pub fn with_model_and_optimizer<B: TrainBackend, T: Training<B>>(
         device,
         task,
     };
-    crate::model::for_job::<B, _>(config.job, task)
+    crate::model::for_model::<B, _>(config.model.kind, task)
 }
 
 /// The Learner type of a model and optimizer on a backend.
@@ -185,7 +185,7 @@ impl TrainTask<'_> {
         // final model in two formats, with room to spare.
         let needed = 16 * 4 * params as u64 + 32 * 1024 * 1024;
         let Some(dir) = &self.args.resume else {
-            let run = RunDir::create(self.args.out.as_deref(), self.config.job.name(), needed)?;
+            let run = RunDir::create(self.args.out.as_deref(), self.config.name(), needed)?;
             write_atomic(&run.file(folder::CONFIG), self.config.to_toml().as_bytes())?;
             return Ok(OpenRun {
                 run,
@@ -313,6 +313,7 @@ impl TrainTask<'_> {
             },
             checkpoint_every: Duration::from_secs_f64(self.args.checkpoint_every.max(0.0)),
             wait_for_checkpoints: self.device != Device::Cpu,
+            dropout_seed: (self.config.model.dropout > 0.0).then_some(self.config.seed),
         }
     }
 
@@ -335,7 +336,7 @@ impl TrainTask<'_> {
                 .num_epochs(epochs)
                 .metric_train_numeric(RunningMetric::loss())
                 .metric_valid_numeric(RunningMetric::loss());
-        if self.config.job.is_classifier() {
+        if self.config.task.is_classifier() {
             training = training
                 .metric_train_numeric(RunningMetric::accuracy())
                 .metric_valid_numeric(RunningMetric::accuracy());
@@ -365,7 +366,7 @@ impl TrainTask<'_> {
             model,
             &run.file(folder::MODEL_SAFETENSORS),
             Layout::Pytorch,
-            self.config.job.name(),
+            self.config.name(),
         )
     }
 }

@@ -11,9 +11,9 @@ pub mod metrics;
 pub mod signals;
 pub mod strategy;
 
-use crate::config::{DataSpec, JobConfig, JobKind};
+use crate::config::{DataSpec, JobConfig};
 use crate::console::Console;
-use crate::data::{self, HostData};
+use crate::data::{self, HostData, Labels};
 use crate::device::{self, Backends, DeviceRequest};
 use crate::error::Result;
 use crate::input_err;
@@ -85,7 +85,7 @@ pub fn run<D: Backends>(
     let device = device::choose(args.device)?;
     console.line(&format!(
         "{}: training on {}",
-        config.job.name(),
+        config.name(),
         device::describe(device)
     ));
     let data = load_data(&mut config, console)?;
@@ -197,27 +197,15 @@ fn apply_overrides(config: &mut JobConfig, args: &TrainArgs) -> Result<()> {
     Ok(())
 }
 
-/// Reads the job's data. The input width and the statistics computed from this run's training
-/// split become part of its resolved config, so eval and predict rebuild the same model and
-/// preprocessing.
+/// Reads the job's data. What the data decides (the input and output widths, the class names,
+/// the feature columns and the statistics computed from this run's training split) becomes part
+/// of its resolved config, so that eval and predict rebuild the same model and preprocessing.
 fn load_data(config: &mut JobConfig, console: &Console) -> Result<HostData> {
     console.status("reading data");
     let t = Instant::now();
     let data = data::load_limited(config)?;
-    if let (DataSpec::Table { stats, .. }, Some(s)) = (&mut config.data, &data.stats) {
-        *stats = Some(s.clone());
-    }
-    if config.job != JobKind::FashionMlp {
-        let cols = data.train.features.cols;
-        match config.inputs {
-            Some(n) if n != cols => {
-                return Err(input_err!(
-                    "model.inputs = {n}, but the data has {cols} input columns"
-                ));
-            }
-            _ => config.inputs = Some(cols),
-        }
-    }
+    resolve_from_data(config, &data)?;
+    check_batches(config, data.train.rows())?;
     console.line(&format!(
         "data: {} ({} train rows, {} valid rows; read in {:.1} s)",
         data.source,
@@ -226,4 +214,49 @@ fn load_data(config: &mut JobConfig, console: &Console) -> Result<HostData> {
         t.elapsed().as_secs_f64()
     ));
     Ok(data)
+}
+
+/// Writes into `config` what the data decided, checking it against what the config said.
+fn resolve_from_data(config: &mut JobConfig, data: &HostData) -> Result<()> {
+    if let DataSpec::Table(t) = &mut config.data {
+        if let Some(s) = &data.stats {
+            t.stats = Some(s.clone());
+        }
+        if t.features.is_none() {
+            t.features = data.features.clone();
+        }
+    }
+    if data.classes.is_some() {
+        config.classes = data.classes.clone();
+    }
+    let outputs = match (&data.train.labels, &config.classes) {
+        (Labels::Binary(_), _) => 1,
+        (Labels::Classes(_), Some(classes)) => classes.len(),
+        (Labels::Values(v), _) => v.cols,
+        (Labels::Classes(_), None) => unreachable!("class labels come with their names"),
+    };
+    let inputs = data.train.features.cols;
+    for (field, known, found) in [
+        ("model.inputs", &mut config.model.inputs, inputs),
+        ("model.outputs", &mut config.model.outputs, outputs),
+    ] {
+        match known {
+            Some(n) if *n != found => {
+                return Err(input_err!("{field} = {n}, but the data gives {found}"));
+            }
+            _ => *known = Some(found),
+        }
+    }
+    Ok(())
+}
+
+/// With `drop_last`, a batch larger than the training split would leave no step at all.
+fn check_batches(config: &JobConfig, rows: usize) -> Result<()> {
+    if config.drop_last && config.batch_size > rows {
+        return Err(input_err!(
+            "batch_size = {} is larger than the {rows} training rows, and drop_last = true leaves no batch",
+            config.batch_size
+        ));
+    }
+    Ok(())
 }

@@ -54,6 +54,10 @@ pub struct EmberStrategy<LC: LearningComponentsTypes> {
     /// thread goes on ("Should have handle for tensor" in `burn-ir`); the CPU backend has no
     /// such race, and there the write overlaps the next epoch.
     pub wait_for_checkpoints: bool,
+    /// With dropout, the run's seed: each step's masks are drawn from (seed, epoch, step), so
+    /// a resumed run draws the same ones. Burn's `Dropout` draws from the backend's global
+    /// generator, which no record saves.
+    pub dropout_seed: Option<u64>,
 }
 
 /// Saves every epoch; ember's checkpoint commit removes the older ones.
@@ -135,6 +139,9 @@ where
         while let Some(batch) = iter.next() {
             step += 1;
             learner.lr_step();
+            if let Some(seed) = self.dropout_seed {
+                <LC::Backend as Backend>::seed(&self.device, step_seed(seed, epoch, step));
+            }
             let out = learner.train_step(batch);
             learner.optimizer_step(out.grads);
             totals.add(out.item);
@@ -172,6 +179,8 @@ where
             accuracy: s.accuracy,
             seconds,
             steps: step,
+            mae: s.mae,
+            r2: s.r2,
         })
     }
 
@@ -207,21 +216,25 @@ where
             accuracy: s.accuracy,
             seconds,
             steps: step,
+            mae: s.mae,
+            r2: s.r2,
         }
     }
 
     fn epoch_line(&self, r: &EpochRecord, epochs: usize) -> String {
-        let acc = |a: Option<f64>| {
-            a.map(|a| format!(" acc {:.2} %", 100.0 * a))
-                .unwrap_or_default()
+        let acc = |s: &SplitRecord| {
+            let acc = s.accuracy.map(|a| format!(" acc {:.2} %", 100.0 * a));
+            let fit =
+                s.r2.map(|r2| format!(" mae {:.4} r2 {r2:.4}", s.mae.unwrap_or(f64::NAN)));
+            acc.or(fit).unwrap_or_default()
         };
         format!(
             "epoch {:>width$}/{epochs}  train loss {:.4}{}  valid loss {:.4}{}  {:.2} s  {:.0} steps/s",
             r.epoch,
             r.train.loss,
-            acc(r.train.accuracy),
+            acc(&r.train),
             r.valid.loss,
-            acc(r.valid.accuracy),
+            acc(&r.valid),
             r.train.seconds,
             r.train.steps_per_s(),
             width = epochs.to_string().len()
@@ -434,4 +447,14 @@ where
         self.log.lock().expect("run log lock").history = history;
         (learner.model(), processor)
     }
+}
+
+/// The generator seed of one training step's random draws (dropout masks): a SplitMix64 mix
+/// of the run's seed, the epoch and the step.
+pub fn step_seed(seed: u64, epoch: usize, step: usize) -> u64 {
+    let mut z = seed ^ ((epoch as u64) << 32) ^ step as u64;
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }

@@ -1,0 +1,418 @@
+//! The check of a [`RawConfig`] into a [`JobConfig`]: the preset's defaults fill what the file
+//! leaves out, every value is range-checked, and fields that do not apply are errors.
+
+use super::{
+    Activation, DataSpec, Init, InputScale, JobConfig, ModelKind, ModelSpec, OptimizerSpec, Preset,
+    RawConfig, Source, Standardization, TableSpec, Task,
+};
+use crate::error::Result;
+use crate::input_err;
+
+/// What a preset (or the general job, `None`) fills in when the file is silent.
+struct Defaults {
+    epochs: usize,
+    batch_size: usize,
+    task: Option<Task>,
+    hidden: Option<&'static [usize]>,
+    activation: Activation,
+    source: Option<Source>,
+    label: Option<&'static str>,
+}
+
+impl Defaults {
+    fn of(preset: Option<Preset>) -> Self {
+        let general = Defaults {
+            epochs: 10,
+            batch_size: 64,
+            task: None,
+            hidden: None,
+            activation: Activation::Relu,
+            source: None,
+            label: None,
+        };
+        match preset {
+            None => general,
+            Some(Preset::FashionMlp) => Defaults {
+                epochs: 20,
+                task: Some(Task::Classification),
+                hidden: Some(&[512, 512]),
+                source: Some(Source::Idx),
+                ..general
+            },
+            Some(Preset::TabularMlp) => Defaults {
+                epochs: 200,
+                batch_size: 2048,
+                task: Some(Task::Binary),
+                hidden: Some(&[20, 10]),
+                activation: Activation::Tanh,
+                source: Some(Source::Synthetic),
+                label: Some("label"),
+            },
+            Some(Preset::LinearScalar) => Defaults {
+                epochs: 300,
+                batch_size: 128,
+                task: Some(Task::Regression),
+                activation: Activation::Identity,
+                source: Some(Source::Synthetic),
+                label: Some("y"),
+                ..general
+            },
+        }
+    }
+}
+
+fn positive(name: &str, value: f64) -> Result<f64> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(input_err!(
+            "{name} = {value} must be a number greater than 0"
+        ))
+    }
+}
+
+fn at_least_one(name: &str, value: usize) -> Result<usize> {
+    if value == 0 {
+        Err(input_err!("{name} = 0 must be at least 1"))
+    } else {
+        Ok(value)
+    }
+}
+
+fn positive_rows(name: &str, value: Option<usize>) -> Result<Option<usize>> {
+    value.map(|v| at_least_one(name, v)).transpose()
+}
+
+fn unit_interval(name: &str, value: f64) -> Result<f64> {
+    if (0.0..1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(input_err!("{name} = {value} must be in [0, 1)"))
+    }
+}
+
+/// An error for a field that the job does not use.
+fn reject(field: &str, given: bool, why: &str) -> Result<()> {
+    if given {
+        Err(input_err!("{field} is not used {why}; remove it"))
+    } else {
+        Ok(())
+    }
+}
+
+impl RawConfig {
+    /// Validates every field against the job and fills the defaults.
+    pub fn check(&self) -> Result<JobConfig> {
+        let defaults = Defaults::of(self.job);
+        let task = self.task.or(defaults.task).ok_or_else(|| {
+            input_err!("task is required: \"classification\", \"binary\" or \"regression\"")
+        })?;
+        if self.job == Some(Preset::LinearScalar) && task != Task::Regression {
+            return Err(input_err!(
+                "task = \"{}\": the linear-scalar job is a regression",
+                format!("{task:?}").to_lowercase()
+            ));
+        }
+        // Checked in the order a reader fixes them: the model, then the data.
+        let model = self.check_model(&defaults)?;
+        let data = self.check_data(&defaults, task)?;
+        let classes = self.check_classes(task)?;
+        Ok(JobConfig {
+            preset: self.job,
+            task,
+            seed: self.seed.unwrap_or(42),
+            epochs: at_least_one("epochs", self.epochs.unwrap_or(defaults.epochs))?,
+            batch_size: at_least_one("batch_size", self.batch_size.unwrap_or(defaults.batch_size))?,
+            shuffle: self.shuffle.unwrap_or(false),
+            drop_last: self.drop_last.unwrap_or(false),
+            max_train_rows: positive_rows("max_train_rows", self.max_train_rows)?,
+            max_valid_rows: positive_rows("max_valid_rows", self.max_valid_rows)?,
+            data,
+            classes,
+            model,
+            optimizer: self.check_optimizer()?,
+        })
+    }
+
+    fn check_optimizer(&self) -> Result<OptimizerSpec> {
+        match (&self.sgd, &self.adam) {
+            (Some(sgd), None) => Ok(OptimizerSpec::Sgd {
+                lr: positive("sgd.lr", sgd.lr)?,
+                momentum: unit_interval("sgd.momentum", sgd.momentum.unwrap_or(0.0))?,
+            }),
+            (None, Some(adam)) => Ok(OptimizerSpec::Adam {
+                lr: positive("adam.lr", adam.lr)?,
+                beta1: unit_interval("adam.beta1", adam.beta1.unwrap_or(0.9))?,
+                beta2: unit_interval("adam.beta2", adam.beta2.unwrap_or(0.999))?,
+                epsilon: positive("adam.epsilon", adam.epsilon.unwrap_or(1e-8))?,
+            }),
+            (Some(_), Some(_)) => Err(input_err!(
+                "both [sgd] and [adam] are given; keep the one optimizer the job uses"
+            )),
+            (None, None) => Err(input_err!(
+                "no optimizer: add an [sgd] section (lr, momentum) or an [adam] section (lr, beta1, beta2, epsilon)"
+            )),
+        }
+    }
+
+    fn check_model(&self, defaults: &Defaults) -> Result<ModelSpec> {
+        let m = &self.model;
+        let init = m.init.unwrap_or(Init::Torch);
+        let inputs = positive_rows("model.inputs", m.inputs)?;
+        let outputs = positive_rows("model.outputs", m.outputs)?;
+        if self.job == Some(Preset::LinearScalar) {
+            let why = "by the linear-scalar job (its model is fixed)";
+            reject("model.hidden", m.hidden.is_some(), why)?;
+            reject("model.activation", m.activation.is_some(), why)?;
+            reject("model.dropout", m.dropout.is_some(), why)?;
+            return Ok(ModelSpec {
+                kind: ModelKind::LinearScalar,
+                hidden: Vec::new(),
+                activation: Activation::Identity,
+                dropout: 0.0,
+                init,
+                inputs,
+                outputs,
+            });
+        }
+        let hidden = match (&m.hidden, defaults.hidden) {
+            (Some(h), _) => h.clone(),
+            (None, Some(h)) => h.to_vec(),
+            (None, None) => {
+                return Err(input_err!(
+                    "model.hidden is required: the widths of the hidden layers, e.g. [64, 64] ([] for none)"
+                ));
+            }
+        };
+        if hidden.contains(&0) {
+            return Err(input_err!(
+                "model.hidden = {hidden:?} holds a width of 0; every width must be at least 1"
+            ));
+        }
+        Ok(ModelSpec {
+            kind: ModelKind::Mlp,
+            hidden,
+            activation: m.activation.unwrap_or(defaults.activation),
+            dropout: unit_interval("model.dropout", m.dropout.unwrap_or(0.0))?,
+            init,
+            inputs,
+            outputs,
+        })
+    }
+
+    fn check_classes(&self, task: Task) -> Result<Option<Vec<String>>> {
+        let Some(classes) = &self.data.classes else {
+            return Ok(None);
+        };
+        if task == Task::Regression {
+            return Err(input_err!(
+                "data.classes is not used by a regression; remove it"
+            ));
+        }
+        let mut sorted = classes.clone();
+        sorted.sort();
+        sorted.dedup();
+        if sorted.len() != classes.len() || classes.is_empty() {
+            return Err(input_err!(
+                "data.classes = {classes:?} must list distinct class names"
+            ));
+        }
+        if task == Task::Binary && classes.len() != 2 {
+            return Err(input_err!(
+                "data.classes = {classes:?}: a binary task has exactly two classes"
+            ));
+        }
+        Ok(Some(classes.clone()))
+    }
+
+    /// The source the file names, or the one its fields imply, or the preset's.
+    fn source(&self, defaults: &Defaults) -> Result<Source> {
+        let d = &self.data;
+        let implied = if d.dir.is_some() {
+            Some(Source::Idx)
+        } else if d.csv.is_some() {
+            Some(Source::Csv)
+        } else {
+            None
+        };
+        let source = d.source.or(implied).or(defaults.source).ok_or_else(|| {
+            input_err!(
+                "data.source is required: \"idx\" (with data.dir) or \"csv\" (with data.csv)"
+            )
+        })?;
+        let built_in = matches!(self.job, Some(Preset::TabularMlp | Preset::LinearScalar));
+        if source == Source::Synthetic && !built_in {
+            return Err(input_err!(
+                "data.source = \"synthetic\" is the built-in table of the tabular-mlp and linear-scalar jobs; this job has none"
+            ));
+        }
+        Ok(source)
+    }
+
+    fn check_data(&self, defaults: &Defaults, task: Task) -> Result<DataSpec> {
+        let d = &self.data;
+        let source = self.source(defaults)?;
+        if source == Source::Idx {
+            let why = "by an idx source";
+            for (field, given) in [
+                ("data.csv", d.csv.is_some()),
+                ("data.label", d.label.is_some() || d.label_column.is_some()),
+                ("data.targets", d.targets.is_some()),
+                ("data.features", d.features.is_some()),
+                ("data.ignore", d.ignore.is_some()),
+                ("data.scalar_column", d.scalar_column.is_some()),
+                ("data.valid_csv", d.valid_csv.is_some()),
+                ("data.test_csv", d.test_csv.is_some()),
+                ("data.standardize", d.standardize.is_some()),
+                ("data.feature_mean", d.feature_mean.is_some()),
+                ("data.feature_std", d.feature_std.is_some()),
+            ] {
+                reject(field, given, why)?;
+            }
+            return Ok(DataSpec::Idx {
+                dir: d.dir.clone(),
+                input_scale: d.input_scale.unwrap_or(InputScale::Unit),
+                valid_fraction: unit_interval(
+                    "data.valid_fraction",
+                    d.valid_fraction.unwrap_or(0.0),
+                )?,
+            });
+        }
+        self.check_table(defaults, task, source)
+            .map(DataSpec::Table)
+    }
+
+    fn check_table(&self, defaults: &Defaults, task: Task, source: Source) -> Result<TableSpec> {
+        let d = &self.data;
+        let why = "by a table source";
+        reject("data.dir", d.dir.is_some(), why)?;
+        reject("data.input_scale", d.input_scale.is_some(), why)?;
+        match source {
+            Source::Csv if d.csv.is_none() => {
+                return Err(input_err!(
+                    "data.source = \"csv\" needs data.csv, the file to read"
+                ));
+            }
+            Source::Synthetic => {
+                let why = "by the built-in table (it has no named columns); use source = \"csv\"";
+                reject("data.csv", d.csv.is_some(), why)?;
+                reject("data.features", d.features.is_some(), why)?;
+                reject("data.ignore", d.ignore.is_some(), why)?;
+                reject("data.valid_csv", d.valid_csv.is_some(), why)?;
+                reject("data.test_csv", d.test_csv.is_some(), why)?;
+            }
+            _ => {}
+        }
+        let linear_scalar = self.job == Some(Preset::LinearScalar);
+        if !linear_scalar {
+            reject(
+                "data.scalar_column",
+                d.scalar_column.is_some(),
+                "by this job",
+            )?;
+        }
+        if d.features.as_ref().is_some_and(Vec::is_empty) {
+            return Err(input_err!("data.features = [] names no input column"));
+        }
+        Ok(TableSpec {
+            csv: d.csv.clone(),
+            targets: self.targets(defaults, task)?,
+            features: d.features.clone(),
+            ignore: d.ignore.clone().unwrap_or_default(),
+            scalar_column: linear_scalar
+                .then(|| d.scalar_column.clone().unwrap_or_else(|| "f".to_string())),
+            valid_fraction: self.valid_fraction()?,
+            valid_csv: d.valid_csv.clone(),
+            test_csv: d.test_csv.clone(),
+            standardize: d.standardize.unwrap_or(false),
+            stats: self.stats()?,
+        })
+    }
+
+    /// The label column, or the target columns of a regression.
+    fn targets(&self, defaults: &Defaults, task: Task) -> Result<Vec<String>> {
+        let d = &self.data;
+        let label = match (&d.label, &d.label_column) {
+            (Some(_), Some(_)) => {
+                return Err(input_err!(
+                    "data.label and data.label_column name the same thing; keep data.label"
+                ));
+            }
+            (l, c) => l.clone().or_else(|| c.clone()),
+        };
+        match (label, &d.targets) {
+            (Some(_), Some(_)) => Err(input_err!(
+                "data.label and data.targets are both given; a regression takes data.targets, a classifier data.label"
+            )),
+            (None, Some(_)) if task != Task::Regression => Err(input_err!(
+                "data.targets is for a regression; a classifier names its class column in data.label"
+            )),
+            (None, Some(t)) if t.is_empty() => {
+                Err(input_err!("data.targets = [] names no target column"))
+            }
+            (None, Some(t)) => Ok(t.clone()),
+            (Some(l), None) => Ok(vec![l]),
+            (None, None) => defaults.label.map(|l| vec![l.to_string()]).ok_or_else(|| {
+                input_err!(
+                    "data.label is required: the column the model predicts (data.targets = [...] for several regression targets)"
+                )
+            }),
+        }
+    }
+
+    fn valid_fraction(&self) -> Result<f64> {
+        let d = &self.data;
+        if d.valid_csv.is_some() {
+            return match d.valid_fraction {
+                Some(f) if f != 0.0 => Err(input_err!(
+                    "data.valid_fraction = {f} and data.valid_csv are both given; keep one way to validate"
+                )),
+                _ => Ok(0.0),
+            };
+        }
+        let f = d.valid_fraction.unwrap_or(0.1);
+        if f > 0.0 && f < 1.0 {
+            Ok(f)
+        } else {
+            Err(input_err!(
+                "data.valid_fraction = {f} must be between 0 and 1 (exclusive), or give data.valid_csv"
+            ))
+        }
+    }
+
+    fn stats(&self) -> Result<Option<Standardization>> {
+        let d = &self.data;
+        let stats = match (&d.feature_mean, &d.feature_std) {
+            (Some(mean), Some(std)) => {
+                if mean.len() != std.len() {
+                    return Err(input_err!(
+                        "data.feature_mean has {} values but data.feature_std has {}",
+                        mean.len(),
+                        std.len()
+                    ));
+                }
+                if let Some(s) = std.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+                    return Err(input_err!(
+                        "data.feature_std holds {s}; every value must be greater than 0"
+                    ));
+                }
+                Some(Standardization {
+                    mean: mean.clone(),
+                    std: std.clone(),
+                })
+            }
+            (None, None) => None,
+            _ => {
+                return Err(input_err!(
+                    "data.feature_mean and data.feature_std must be given together"
+                ));
+            }
+        };
+        if stats.is_some() && !d.standardize.unwrap_or(false) {
+            return Err(input_err!(
+                "data.feature_mean/feature_std are given but data.standardize is false"
+            ));
+        }
+        Ok(stats)
+    }
+}

@@ -1,0 +1,507 @@
+//! The job file: a TOML document read with unknown keys rejected ([`RawConfig`], `raw.rs`),
+//! then checked once into a [`JobConfig`] that the rest of ember can trust (`check.rs`).
+//!
+//! A job is one general MLP (any hidden widths and activation; a classification, binary or
+//! regression task) on one data source (IDX files, a CSV file, a built-in table), or the
+//! linear-scalar model. The three seed jobs are presets: `job = "fashion-mlp"` fills the
+//! defaults of the first seed's network and data, and anything the file sets wins.
+//!
+//! The resolved config (every default written out, and what ember learns from the data: input
+//! width, class names, standardisation statistics) is saved with each run as `config.toml`, so
+//! a run can be resumed, evaluated and exported from its folder alone.
+
+mod check;
+mod raw;
+
+pub use raw::{RawAdam, RawConfig, RawData, RawModel, RawSgd};
+
+use crate::error::{EmberError, Result};
+use crate::input_err;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The seed jobs, as presets of the general model (linear-scalar keeps its own model).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    FashionMlp,
+    TabularMlp,
+    LinearScalar,
+}
+
+impl Preset {
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::FashionMlp => "fashion-mlp",
+            Preset::TabularMlp => "tabular-mlp",
+            Preset::LinearScalar => "linear-scalar",
+        }
+    }
+}
+
+/// What the last layer predicts, and so its width, loss and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Task {
+    /// K classes: softmax cross-entropy, accuracy.
+    Classification,
+    /// Two classes: one logit, binary cross-entropy on logits, accuracy at logit 0.
+    Binary,
+    /// One or more real targets: mean squared error, with MAE and R².
+    Regression,
+}
+
+impl Task {
+    pub fn is_classifier(self) -> bool {
+        self != Task::Regression
+    }
+}
+
+/// The activation after each hidden layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    Relu,
+    Tanh,
+    Gelu,
+    Sigmoid,
+    Identity,
+}
+
+/// Where a job's rows come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// FashionMNIST/MNIST-format IDX files.
+    Idx,
+    /// A CSV file with a header row.
+    Csv,
+    /// The built-in table of the preset: tabular-mlp's synthetic table, linear-scalar's arange.
+    Synthetic,
+}
+
+/// How IDX pixels reach the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputScale {
+    /// Pixels / 255, as torchvision's `ToTensor` (the PyTorch recipe).
+    Unit,
+    /// Pixels as 0..255 floats, as the Keras code fed them.
+    Raw,
+}
+
+/// How weights start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Init {
+    /// PyTorch's `nn.Linear`: weights and biases uniform in ±1/sqrt(fan_in).
+    Torch,
+    /// Keras' `Dense`: Glorot-uniform weights, zero biases.
+    Keras,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum OptimizerSpec {
+    Sgd {
+        lr: f64,
+        momentum: f64,
+    },
+    Adam {
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        epsilon: f64,
+    },
+}
+
+impl OptimizerSpec {
+    pub fn lr(&self) -> f64 {
+        match self {
+            OptimizerSpec::Sgd { lr, .. } | OptimizerSpec::Adam { lr, .. } => *lr,
+        }
+    }
+}
+
+/// Column statistics used to standardise inputs: `(x - mean) / std`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standardization {
+    pub mean: Vec<f64>,
+    pub std: Vec<f64>,
+}
+
+/// Where a job's data comes from, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataSpec {
+    Idx {
+        /// Explicit folder; `None` searches `datasets/fashion-mnist` then the Debian location.
+        dir: Option<PathBuf>,
+        input_scale: InputScale,
+        /// 0: validate on the test files. Otherwise this share of the training images is held
+        /// out for validation, and the test files are the test split.
+        valid_fraction: f64,
+    },
+    Table(TableSpec),
+}
+
+/// A table: a CSV file or a built-in one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSpec {
+    /// `None` = the preset's built-in table.
+    pub csv: Option<PathBuf>,
+    /// The label column (classification, binary) or the target columns (regression).
+    pub targets: Vec<String>,
+    /// The input columns in order; `None` until read: every column but targets and `ignore`.
+    pub features: Option<Vec<String>>,
+    pub ignore: Vec<String>,
+    /// linear-scalar only.
+    pub scalar_column: Option<String>,
+    /// Share held out for validation; 0 when `valid_csv` is given.
+    pub valid_fraction: f64,
+    pub valid_csv: Option<PathBuf>,
+    pub test_csv: Option<PathBuf>,
+    pub standardize: bool,
+    /// Known statistics (from a resolved config); computed from the train split otherwise.
+    pub stats: Option<Standardization>,
+}
+
+/// Which network: the general MLP, or linear-scalar's own model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelKind {
+    Mlp,
+    LinearScalar,
+}
+
+/// The network, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSpec {
+    pub kind: ModelKind,
+    pub hidden: Vec<usize>,
+    pub activation: Activation,
+    pub dropout: f64,
+    pub init: Init,
+    /// Input width, once known from the data.
+    pub inputs: Option<usize>,
+    /// Output width, once known from the task and the data.
+    pub outputs: Option<usize>,
+}
+
+/// A checked job: every value here has passed validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobConfig {
+    pub preset: Option<Preset>,
+    pub task: Task,
+    pub seed: u64,
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub shuffle: bool,
+    pub drop_last: bool,
+    pub max_train_rows: Option<usize>,
+    pub max_valid_rows: Option<usize>,
+    pub data: DataSpec,
+    /// Class names in output order (classification, binary), once read from the labels.
+    pub classes: Option<Vec<String>>,
+    pub model: ModelSpec,
+    pub optimizer: OptimizerSpec,
+}
+
+/// Reads and checks a job file.
+pub fn load(path: &Path) -> Result<JobConfig> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| EmberError::file(path, crate::fs::describe_io(&e)))?;
+    let raw = parse(path, &text)?;
+    raw.check().map_err(|e| match e {
+        EmberError::Input(msg) => EmberError::Input(format!("{}: {msg}", path.display())),
+        other => other,
+    })
+}
+
+/// Parses TOML text into a [`RawConfig`], turning serde's multi-line report into one line
+/// `FILE:LINE: message`.
+pub fn parse(path: &Path, text: &str) -> Result<RawConfig> {
+    toml::from_str::<RawConfig>(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let message = e.message().trim().replace('\n', " ");
+        match line {
+            Some(line) => input_err!("{}:{line}: {message}", path.display()),
+            None => input_err!("{}: {message}", path.display()),
+        }
+    })
+}
+
+impl JobConfig {
+    /// The job's name in logs, run folders and summaries: the preset's, or "mlp".
+    pub fn name(&self) -> &'static str {
+        self.preset.map_or("mlp", Preset::name)
+    }
+
+    /// The table spec, for table sources.
+    pub fn table(&self) -> Option<&TableSpec> {
+        match &self.data {
+            DataSpec::Table(t) => Some(t),
+            DataSpec::Idx { .. } => None,
+        }
+    }
+
+    /// The standardisation statistics in use, if any.
+    pub fn standardization(&self) -> Option<&Standardization> {
+        self.table().and_then(|t| t.stats.as_ref())
+    }
+
+    /// How the model's layers are named in PyTorch: the seed modules' own names for the
+    /// presets (`linear_relu_stack.0`, `fc.0`), `net.N` of an `nn.Sequential` otherwise. (Not
+    /// Burn's own `layers`: the renaming `layers.1` → `layers.2` would then chain.)
+    pub fn torch_stack(&self) -> &'static str {
+        match self.preset {
+            Some(Preset::FashionMlp) => "linear_relu_stack",
+            Some(Preset::TabularMlp) => "fc",
+            _ => "net",
+        }
+    }
+
+    /// The resolved config with every default written out, as saved with a run.
+    pub fn to_raw(&self) -> RawConfig {
+        let (sgd, adam) = match &self.optimizer {
+            OptimizerSpec::Sgd { lr, momentum } => (
+                Some(RawSgd {
+                    lr: *lr,
+                    momentum: Some(*momentum),
+                }),
+                None,
+            ),
+            OptimizerSpec::Adam {
+                lr,
+                beta1,
+                beta2,
+                epsilon,
+            } => (
+                None,
+                Some(RawAdam {
+                    lr: *lr,
+                    beta1: Some(*beta1),
+                    beta2: Some(*beta2),
+                    epsilon: Some(*epsilon),
+                }),
+            ),
+        };
+        let m = &self.model;
+        let mlp = m.kind == ModelKind::Mlp;
+        RawConfig {
+            job: self.preset,
+            task: Some(self.task),
+            seed: Some(self.seed),
+            epochs: Some(self.epochs),
+            batch_size: Some(self.batch_size),
+            shuffle: Some(self.shuffle),
+            drop_last: Some(self.drop_last),
+            max_train_rows: self.max_train_rows,
+            max_valid_rows: self.max_valid_rows,
+            data: self.raw_data(),
+            model: RawModel {
+                hidden: mlp.then(|| m.hidden.clone()),
+                activation: mlp.then_some(m.activation),
+                dropout: mlp.then_some(m.dropout),
+                init: Some(m.init),
+                inputs: m.inputs,
+                outputs: m.outputs,
+            },
+            sgd,
+            adam,
+        }
+    }
+
+    fn raw_data(&self) -> RawData {
+        let mut data = RawData {
+            classes: self.classes.clone(),
+            ..RawData::default()
+        };
+        match &self.data {
+            DataSpec::Idx {
+                dir,
+                input_scale,
+                valid_fraction,
+            } => {
+                data.source = Some(Source::Idx);
+                data.dir = dir.clone();
+                data.input_scale = Some(*input_scale);
+                data.valid_fraction = Some(*valid_fraction);
+            }
+            DataSpec::Table(t) => {
+                data.source = Some(if t.csv.is_some() {
+                    Source::Csv
+                } else {
+                    Source::Synthetic
+                });
+                data.csv = t.csv.clone();
+                match t.targets.as_slice() {
+                    [one] => data.label = Some(one.clone()),
+                    many => data.targets = Some(many.to_vec()),
+                }
+                data.features = t.features.clone();
+                data.ignore = (!t.ignore.is_empty()).then(|| t.ignore.clone());
+                data.scalar_column = t.scalar_column.clone();
+                data.valid_fraction = Some(t.valid_fraction);
+                data.valid_csv = t.valid_csv.clone();
+                data.test_csv = t.test_csv.clone();
+                data.standardize = Some(t.standardize);
+                data.feature_mean = t.stats.as_ref().map(|s| s.mean.clone());
+                data.feature_std = t.stats.as_ref().map(|s| s.std.clone());
+            }
+        }
+        data
+    }
+
+    /// The resolved config as TOML text.
+    pub fn to_toml(&self) -> String {
+        let body = toml::to_string(&self.to_raw()).expect("a RawConfig always serialises");
+        format!(
+            "# Resolved by ember {} from the job file: every default written out.\n{body}",
+            env!("CARGO_PKG_VERSION")
+        )
+    }
+
+    /// A short hash of the resolved config, to tell runs of the same recipe apart. The epoch
+    /// count is left out: a run continued for more epochs is still the same recipe.
+    pub fn hash(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let recipe = JobConfig {
+            epochs: 0,
+            ..self.clone()
+        };
+        let digest = Sha256::digest(recipe.to_toml().as_bytes());
+        digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> Result<JobConfig> {
+        parse(Path::new("t.toml"), text)?.check()
+    }
+
+    #[test]
+    fn defaults_fill_a_minimal_file() {
+        let c = check("job = \"tabular-mlp\"\n[adam]\nlr = 0.001\n").unwrap();
+        assert_eq!(c.epochs, 200);
+        assert_eq!(c.batch_size, 2048);
+        assert_eq!(c.seed, 42);
+        assert!(!c.shuffle);
+        assert_eq!(
+            c.optimizer,
+            OptimizerSpec::Adam {
+                lr: 0.001,
+                beta1: 0.9,
+                beta2: 0.999,
+                epsilon: 1e-8
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_field() {
+        let err = check("job = \"fashion-mlp\"\nbatchsize = 3\n[sgd]\nlr = 0.1\n").unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("t.toml:2: unknown field `batchsize`"),
+            "{msg}"
+        );
+        assert!(!msg.contains('\n'));
+    }
+
+    #[test]
+    fn zero_batch_and_bad_lr_are_rejected() {
+        let err = check("job = \"fashion-mlp\"\nbatch_size = 0\n[sgd]\nlr = 0.1\n").unwrap_err();
+        assert!(err.to_string().contains("batch_size = 0"));
+        let err = check("job = \"fashion-mlp\"\n[sgd]\nlr = -1.0\n").unwrap_err();
+        assert!(err.to_string().contains("sgd.lr = -1"));
+    }
+
+    #[test]
+    fn field_of_another_source_is_rejected() {
+        let err = check("job = \"fashion-mlp\"\n[data]\nscalar_column = \"f\"\n[sgd]\nlr = 0.1\n")
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("data.scalar_column is not used by an idx source"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn serde_owns_the_enum_spellings() {
+        let err =
+            check("job = \"fashion-mlp\"\n[model]\nactivation = \"swish\"\n[sgd]\nlr = 0.1\n")
+                .unwrap_err()
+                .to_string();
+        assert!(
+            err.starts_with("t.toml:3: unknown variant `swish`"),
+            "{err}"
+        );
+        assert!(err.contains("`relu`"), "{err}");
+        let err = check("job = \"resnet\"\n[sgd]\nlr = 0.1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("t.toml:1: unknown variant `resnet`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_hidden_width_of_zero_is_rejected() {
+        let err = check("task = \"binary\"\n[data]\ncsv = \"a.csv\"\nlabel = \"y\"\n[model]\nhidden = [8, 0]\n[sgd]\nlr = 0.1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("model.hidden = [8, 0] holds a width of 0"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_general_job_names_its_task_model_and_label() {
+        let base = "[data]\ncsv = \"a.csv\"\n[adam]\nlr = 0.01\n";
+        let err = check(base).unwrap_err().to_string();
+        assert!(err.contains("task is required"), "{err}");
+        let err = check(&format!("task = \"regression\"\n{base}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("model.hidden is required"), "{err}");
+        let text = format!("task = \"regression\"\n[model]\nhidden = []\n{base}");
+        let err = check(&text).unwrap_err().to_string();
+        assert!(err.contains("data.label is required"), "{err}");
+        let text = "task = \"regression\"\n[model]\nhidden = [4]\n[data]\ncsv = \"a.csv\"\ntargets = [\"u\", \"v\"]\n[adam]\nlr = 0.01\n";
+        let c = check(text).unwrap();
+        assert_eq!(c.name(), "mlp");
+        assert_eq!(c.table().unwrap().targets, ["u", "v"]);
+        assert_eq!(c, check(&c.to_toml()).unwrap());
+    }
+
+    #[test]
+    fn presets_fill_the_seed_networks() {
+        let c = check("job = \"fashion-mlp\"\n[sgd]\nlr = 0.1\n").unwrap();
+        assert_eq!(
+            (c.task, c.model.hidden.as_slice()),
+            (Task::Classification, &[512, 512][..])
+        );
+        let c = check("job = \"tabular-mlp\"\n[sgd]\nlr = 0.1\n").unwrap();
+        assert_eq!(c.model.activation, Activation::Tanh);
+        assert_eq!(c.table().unwrap().targets, ["label"]);
+        let c = check("job = \"tabular-mlp\"\n[data]\nlabel_column = \"y\"\n[sgd]\nlr = 0.1\n")
+            .unwrap();
+        assert_eq!(c.table().unwrap().targets, ["y"]);
+    }
+
+    #[test]
+    fn resolved_config_reads_back_identically() {
+        let c = check(
+            "job = \"linear-scalar\"\n[data]\nstandardize = true\nfeature_mean = [1.0, 2.0]\nfeature_std = [0.5, 3.0]\n[adam]\nlr = 5e-4\n",
+        )
+        .unwrap();
+        let again = check(&c.to_toml()).unwrap();
+        assert_eq!(c, again);
+    }
+}

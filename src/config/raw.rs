@@ -1,0 +1,145 @@
+//! The job file exactly as written: every field optional but checked by serde for its type and
+//! spelling (unknown keys and unknown enum values are errors that name the line).
+
+use super::{Activation, Init, InputScale, Preset, Source, Task};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The job file. `job` names a preset (its defaults fill what the file leaves out); without
+/// one the file describes its own model and data (`task`, `[model] hidden`, `[data] source`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<Preset>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<Task>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epochs: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shuffle: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drop_last: Option<bool>,
+    /// Train on the first N rows of the training split only (`--max-train-rows`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_train_rows: Option<usize>,
+    /// Validate on the first N rows of the validation split only (`--max-valid-rows`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_valid_rows: Option<usize>,
+    #[serde(default, skip_serializing_if = "RawData::is_empty")]
+    pub data: RawData,
+    #[serde(default, skip_serializing_if = "RawModel::is_empty")]
+    pub model: RawModel,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sgd: Option<RawSgd>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adam: Option<RawAdam>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawData {
+    /// idx, csv or synthetic; unset, it follows from `dir`/`csv` or the preset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
+    /// idx: the folder holding the four IDX files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
+    /// idx: "unit" (pixels / 255) or "raw" (0..255).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_scale: Option<InputScale>,
+    /// csv: a CSV file with a header row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csv: Option<PathBuf>,
+    /// csv: the label (or single target) column.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The older name of `label`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label_column: Option<String>,
+    /// csv, regression: the target columns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub targets: Option<Vec<String>>,
+    /// csv: the input columns, in this order; unset, every column but the label and `ignore`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub features: Option<Vec<String>>,
+    /// csv: columns that are neither inputs nor labels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignore: Option<Vec<String>>,
+    /// linear-scalar: the column multiplied by the learned scalar p.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scalar_column: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_fraction: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_csv: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_csv: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standardize: Option<bool>,
+    /// Column means and standard deviations of the inputs, written by ember once computed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feature_mean: Option<Vec<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feature_std: Option<Vec<f64>>,
+    /// The class names in output order, written by ember from the training labels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classes: Option<Vec<String>>,
+}
+
+impl RawData {
+    fn is_empty(&self) -> bool {
+        *self == RawData::default()
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// Widths of the hidden layers, `[]` for none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<Vec<usize>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activation: Option<Activation>,
+    /// Probability of zeroing a hidden unit in training.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropout: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub init: Option<Init>,
+    /// Input columns of the first layer; written by ember from the data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<usize>,
+    /// Outputs of the last layer; written by ember from the task and the data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<usize>,
+}
+
+impl RawModel {
+    fn is_empty(&self) -> bool {
+        *self == RawModel::default()
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawSgd {
+    pub lr: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub momentum: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdam {
+    pub lr: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub beta1: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub beta2: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epsilon: Option<f64>,
+}
