@@ -1,8 +1,8 @@
-//! ember's optimizers: SGD (with optional momentum) and Adam, as Burn `SimpleOptimizer`s (so
-//! Burn's `OptimizerAdaptor` and the Learner drive them, and their state goes into Burn
-//! records), whose update is one fused pass per parameter through [`EmberBackend`] instead of
-//! Burn's chain of a dozen tensor operations. Same formulas as PyTorch's `SGD` and `Adam`
-//! (and Burn's): a test checks them against Burn's optimizers.
+//! ember's optimizers: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW, as
+//! Burn `SimpleOptimizer`s (so Burn's `OptimizerAdaptor` and the Learner drive them, and their
+//! state goes into Burn records), whose update is one fused pass per parameter through
+//! [`EmberBackend`] instead of Burn's chain of a dozen tensor operations. Same formulas as
+//! PyTorch's `SGD`, `Adam` and `AdamW` (and Burn's): tests check each against Burn's optimizer.
 
 use crate::config::OptimizerSpec;
 use crate::ops::EmberBackend;
@@ -22,10 +22,15 @@ fn tensor<B: Backend, const D: usize>(p: burn::tensor::ops::FloatTensor<B>) -> T
     Tensor::from_primitive(TensorPrimitive::Float(p))
 }
 
-/// SGD: `w -= lr * g`, or with momentum `v = momentum * v + g; w -= lr * v`.
-#[derive(Clone, Debug)]
+/// SGD as PyTorch's: `g += weight_decay * w`; with momentum `v = momentum * v + (1 -
+/// dampening) * g` (the first step `v = g`) and `g = v`, or `g += momentum * v` (Nesterov);
+/// then `w -= lr * g`.
+#[derive(Clone, Debug, Default)]
 pub struct Sgd {
     pub momentum: f64,
+    pub dampening: f64,
+    pub nesterov: bool,
+    pub weight_decay: f64,
 }
 
 /// SGD's state: the velocity, when momentum is on.
@@ -44,16 +49,26 @@ impl<B: EmberBackend> SimpleOptimizer<B> for Sgd {
         grad: Tensor<B, D>,
         state: Option<Self::State<D>>,
     ) -> (Tensor<B, D>, Option<Self::State<D>>) {
+        let grad = match self.weight_decay {
+            0.0 => grad,
+            decay => grad + tensor.clone().mul_scalar(decay),
+        };
         if self.momentum == 0.0 {
             let w = B::sgd_step(prim(tensor), prim(grad), lr as f32);
             return (self::tensor(w), None);
         }
         // The first step starts the velocity at the gradient, as PyTorch does.
-        let velocity = match state {
-            Some(s) => s.velocity.mul_scalar(self.momentum) + grad,
-            None => grad,
+        let velocity = match (state, self.dampening) {
+            (Some(s), 0.0) => s.velocity.mul_scalar(self.momentum) + grad.clone(),
+            (Some(s), d) => s.velocity.mul_scalar(self.momentum) + grad.clone().mul_scalar(1.0 - d),
+            (None, _) => grad.clone(),
         };
-        let w = B::sgd_step(prim(tensor), prim(velocity.clone()), lr as f32);
+        let direction = if self.nesterov {
+            grad + velocity.clone().mul_scalar(self.momentum)
+        } else {
+            velocity.clone()
+        };
+        let w = B::sgd_step(prim(tensor), prim(direction), lr as f32);
         (self::tensor(w), Some(SgdState { velocity }))
     }
 
@@ -73,12 +88,16 @@ impl Sgd {
     }
 }
 
-/// Adam with PyTorch's update (bias-corrected moments, `eps` added to `sqrt(v_hat)`).
+/// Adam with PyTorch's update (bias-corrected moments, `eps` added to `sqrt(v_hat)`). Weight
+/// decay is an L2 term in the gradient (`Adam`), or with `decoupled` a shrink of the weights
+/// by `lr * weight_decay` beside the Adam step (`AdamW`).
 #[derive(Clone, Debug)]
 pub struct Adam {
     pub beta1: f32,
     pub beta2: f32,
     pub epsilon: f32,
+    pub weight_decay: f32,
+    pub decoupled: bool,
 }
 
 /// Adam's state: the step count and the two moments.
@@ -99,6 +118,11 @@ impl<B: EmberBackend> SimpleOptimizer<B> for Adam {
         grad: Tensor<B, D>,
         state: Option<Self::State<D>>,
     ) -> (Tensor<B, D>, Option<Self::State<D>>) {
+        let (tensor, grad) = match (self.weight_decay, self.decoupled) {
+            (0.0, _) => (tensor, grad),
+            (decay, true) => (tensor.mul_scalar(1.0 - lr * f64::from(decay)), grad),
+            (decay, false) => (tensor.clone(), grad + tensor.mul_scalar(decay)),
+        };
         let (time, m, v) = match state {
             Some(s) => (s.time + 1, s.moment_1, s.moment_2),
             None => (1, grad.zeros_like(), grad.zeros_like()),
@@ -169,17 +193,35 @@ impl Chosen {
 
     pub fn from_spec(spec: &OptimizerSpec) -> Self {
         match *spec {
-            OptimizerSpec::Sgd { lr, momentum } => Chosen::Sgd(Sgd { momentum }, lr),
+            OptimizerSpec::Sgd {
+                lr,
+                momentum,
+                dampening,
+                nesterov,
+                weight_decay,
+            } => Chosen::Sgd(
+                Sgd {
+                    momentum,
+                    dampening,
+                    nesterov,
+                    weight_decay,
+                },
+                lr,
+            ),
             OptimizerSpec::Adam {
                 lr,
                 beta1,
                 beta2,
                 epsilon,
+                weight_decay,
+                decoupled,
             } => Chosen::Adam(
                 Adam {
                     beta1: beta1 as f32,
                     beta2: beta2 as f32,
                     epsilon: epsilon as f32,
+                    weight_decay: weight_decay as f32,
+                    decoupled,
                 },
                 lr,
             ),
@@ -240,7 +282,7 @@ mod tests {
     #[test]
     fn sgd_matches_burns() {
         same_as_burn(
-            Sgd { momentum: 0.0 }.init::<A, Linear<A>>(),
+            Sgd::default().init::<A, Linear<A>>(),
             burn::optim::SgdConfig::new().init::<A, Linear<A>>(),
             0.05,
         );
@@ -252,7 +294,11 @@ mod tests {
             .with_momentum(0.9)
             .with_dampening(0.0);
         same_as_burn(
-            Sgd { momentum: 0.9 }.init::<A, Linear<A>>(),
+            Sgd {
+                momentum: 0.9,
+                ..Sgd::default()
+            }
+            .init::<A, Linear<A>>(),
             burn::optim::SgdConfig::new()
                 .with_momentum(Some(momentum))
                 .init::<A, Linear<A>>(),
@@ -263,14 +309,79 @@ mod tests {
     #[test]
     fn adam_matches_burns() {
         same_as_burn(
-            Adam {
-                beta1: 0.9,
-                beta2: 0.999,
-                epsilon: 1e-8,
-            }
-            .init::<A, Linear<A>>(),
+            adam(0.0, false).init::<A, Linear<A>>(),
             burn::optim::AdamConfig::new()
                 .with_epsilon(1e-8)
+                .init::<A, Linear<A>>(),
+            0.01,
+        );
+    }
+
+    fn adam(weight_decay: f32, decoupled: bool) -> Adam {
+        Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+            weight_decay,
+            decoupled,
+        }
+    }
+
+    /// Burn's momentum dampening defaults to 0.1 and PyTorch's to 0: each is set explicitly.
+    #[test]
+    fn sgd_with_dampening_nesterov_and_weight_decay_matches_burns() {
+        use burn::optim::decay::WeightDecayConfig;
+        use burn::optim::momentum::MomentumConfig;
+        for (dampening, nesterov) in [(0.3, false), (0.0, true)] {
+            let momentum = MomentumConfig::new()
+                .with_momentum(0.8)
+                .with_dampening(dampening)
+                .with_nesterov(nesterov);
+            same_as_burn(
+                Sgd {
+                    momentum: 0.8,
+                    dampening,
+                    nesterov,
+                    weight_decay: 0.05,
+                }
+                .init::<A, Linear<A>>(),
+                burn::optim::SgdConfig::new()
+                    .with_momentum(Some(momentum))
+                    .with_weight_decay(Some(WeightDecayConfig::new(0.05)))
+                    .init::<A, Linear<A>>(),
+                0.05,
+            );
+        }
+    }
+
+    #[test]
+    fn adam_with_l2_weight_decay_matches_burns() {
+        same_as_burn(
+            adam(0.1, false).init::<A, Linear<A>>(),
+            burn::optim::AdamConfig::new()
+                .with_epsilon(1e-8)
+                .with_weight_decay(Some(burn::optim::decay::WeightDecayConfig::new(0.1)))
+                .init::<A, Linear<A>>(),
+            0.01,
+        );
+    }
+
+    /// Burn's AdamW defaults to epsilon 1e-5 and weight decay 1e-4; PyTorch's to 1e-8 and 0.01.
+    #[test]
+    fn adamw_matches_burns() {
+        same_as_burn(
+            adam(0.01, true).init::<A, Linear<A>>(),
+            burn::optim::AdamWConfig::new()
+                .with_epsilon(1e-8)
+                .with_weight_decay(0.01)
+                .init::<A, Linear<A>>(),
+            0.01,
+        );
+        same_as_burn(
+            adam(0.5, true).init::<A, Linear<A>>(),
+            burn::optim::AdamWConfig::new()
+                .with_epsilon(1e-8)
+                .with_weight_decay(0.5)
                 .init::<A, Linear<A>>(),
             0.01,
         );

@@ -1,5 +1,6 @@
-//! Learning curves as PNG with plotters: loss (and accuracy, for classifiers) against epoch,
-//! train dashed and validation solid, one colour per run. The font is embedded (DejaVu Sans),
+//! Learning curves as PNG with plotters: loss (and accuracy for classifiers, R² for
+//! regressions, and the learning rate when a schedule moves it) against epoch, train dashed and
+//! validation solid, one colour per run. The font is embedded (DejaVu Sans),
 //! so no system font library is needed.
 
 use crate::error::{EmberError, Result};
@@ -47,14 +48,8 @@ fn plot_err(e: impl std::fmt::Display) -> EmberError {
 /// Writes `curves` to `out` as a PNG (atomically).
 pub fn draw(curves: &[Curve], title: &str, out: &Path) -> Result<()> {
     register_font();
-    let with_accuracy = curves
-        .iter()
-        .any(|c| c.history.iter().any(|e| e.valid.accuracy.is_some()));
-    let size = if with_accuracy {
-        (1400, 560)
-    } else {
-        (800, 560)
-    };
+    let metrics = metrics_of(curves);
+    let size = ((700 * metrics.len()).max(800) as u32, 560);
     let dir = out.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp-{}.png",
@@ -67,14 +62,9 @@ pub fn draw(curves: &[Curve], title: &str, out: &Path) -> Result<()> {
         let root = BitMapBackend::new(&tmp, size).into_drawing_area();
         root.fill(&WHITE)?;
         let root = root.titled(title, ("sans-serif", 26).into_font().style(FontStyle::Bold))?;
-        let panels = if with_accuracy {
-            root.split_evenly((1, 2))
-        } else {
-            vec![root.clone()]
-        };
-        panel(&panels[0], curves, Metric::Loss)?;
-        if with_accuracy {
-            panel(&panels[1], curves, Metric::Accuracy)?;
+        let panels = root.split_evenly((1, metrics.len()));
+        for (area, metric) in panels.iter().zip(&metrics) {
+            panel(area, curves, *metric)?;
         }
         root.present()?;
         Ok(())
@@ -90,6 +80,26 @@ pub fn draw(curves: &[Curve], title: &str, out: &Path) -> Result<()> {
 enum Metric {
     Loss,
     Accuracy,
+    R2,
+    LearningRate,
+}
+
+/// The panels the curves call for: loss, then accuracy or R² where reported, then the
+/// learning rate where it moves.
+fn metrics_of(curves: &[Curve]) -> Vec<Metric> {
+    let records = || curves.iter().flat_map(|c| c.history.iter());
+    let mut metrics = vec![Metric::Loss];
+    if records().any(|e| e.valid.accuracy.is_some()) {
+        metrics.push(Metric::Accuracy);
+    }
+    if records().any(|e| e.valid.r2.is_some()) {
+        metrics.push(Metric::R2);
+    }
+    let rates: Vec<f64> = records().filter_map(|e| e.train.lr).collect();
+    if rates.windows(2).any(|w| w[0] != w[1]) {
+        metrics.push(Metric::LearningRate);
+    }
+    metrics
 }
 
 fn values(e: &EpochRecord, metric: Metric, valid: bool) -> Option<f64> {
@@ -97,6 +107,8 @@ fn values(e: &EpochRecord, metric: Metric, valid: bool) -> Option<f64> {
     match metric {
         Metric::Loss => Some(split.loss).filter(|v| v.is_finite()),
         Metric::Accuracy => split.accuracy.map(|a| 100.0 * a),
+        Metric::R2 => split.r2.filter(|v| v.is_finite()),
+        Metric::LearningRate => split.lr,
     }
 }
 
@@ -140,6 +152,8 @@ impl Axes {
         let (y_label, caption) = match metric {
             Metric::Loss => (if log { "loss (log scale)" } else { "loss" }, "Loss"),
             Metric::Accuracy => ("accuracy (%)", "Accuracy"),
+            Metric::R2 => ("R²", "R²"),
+            Metric::LearningRate => ("learning rate (end of epoch)", "Learning rate"),
         };
         Axes {
             max_epoch,
@@ -154,7 +168,7 @@ impl Axes {
     /// The y range of a linear axis: the values with 5 % padding, accuracy not below 0.
     fn linear_y(&self, metric: Metric) -> std::ops::Range<f64> {
         let pad = ((self.hi - self.lo) * 0.05).max(1e-6);
-        let bottom = if metric == Metric::Accuracy {
+        let bottom = if matches!(metric, Metric::Accuracy | Metric::LearningRate) {
             (self.lo - pad).max(0.0)
         } else {
             self.lo - pad

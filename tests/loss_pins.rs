@@ -110,7 +110,7 @@ fn check(job: &str, rows: &str, record: &Record) {
     let mut lines = metrics.lines();
     assert_eq!(
         lines.next(),
-        Some("epoch,split,loss,accuracy,seconds,steps_per_s,mae,r2"),
+        Some("epoch,split,loss,accuracy,seconds,steps_per_s,mae,r2,lr"),
         "{job}: metrics.csv header\n{metrics}"
     );
     let got: Vec<(u32, String, f64)> = lines

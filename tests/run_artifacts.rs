@@ -79,7 +79,7 @@ fn every_run_writes_curves_and_a_summary_and_runs_are_listed_and_overlaid() {
     ]));
     assert_eq!(png_size(&overlay), (1400, 560));
 
-    // A job without accuracy gets the loss panel alone.
+    // A regression gets loss and R² panels; with a schedule, a third for the learning rate.
     let run = dir.join("linear");
     ok(&ember(&[
         "train",
@@ -94,7 +94,27 @@ fn every_run_writes_curves_and_a_summary_and_runs_are_listed_and_overlaid() {
         path_str(&run),
         "-q",
     ]));
-    assert_eq!(png_size(&run.join("curves.png")), (800, 560));
+    assert_eq!(png_size(&run.join("curves.png")), (1400, 560));
+    let scheduled = config(
+        &dir,
+        "step.toml",
+        "job = \"linear-scalar\"\n[adam]\nlr = 5e-4\n[schedule]\nkind = \"step\"\nstep_epochs = 1\n",
+    );
+    let run = dir.join("linear-step");
+    ok(&ember(&[
+        "train",
+        path_str(&scheduled),
+        "--device",
+        "cpu",
+        "--epochs",
+        "2",
+        "--max-train-rows",
+        "512",
+        "--out",
+        path_str(&run),
+        "-q",
+    ]));
+    assert_eq!(png_size(&run.join("curves.png")), (2100, 560));
 }
 
 #[test]

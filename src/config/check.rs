@@ -2,8 +2,9 @@
 //! leaves out, every value is range-checked, and fields that do not apply are errors.
 
 use super::{
-    Activation, DataSpec, Init, InputScale, JobConfig, ModelKind, ModelSpec, OptimizerSpec, Preset,
-    RawConfig, Source, Standardization, TableSpec, Task,
+    Activation, DataSpec, EarlyStopping, Init, InputScale, JobConfig, ModelKind, ModelSpec,
+    Monitor, OptimizerSpec, Preset, RawAdam, RawConfig, RawSchedule, RawSgd, ScheduleKind,
+    ScheduleSpec, Source, Standardization, TableSpec, Task,
 };
 use crate::error::Result;
 use crate::input_err;
@@ -100,6 +101,110 @@ fn reject(field: &str, given: bool, why: &str) -> Result<()> {
     }
 }
 
+fn non_negative(name: &str, value: f64) -> Result<f64> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(input_err!(
+            "{name} = {value} must be a number of at least 0"
+        ))
+    }
+}
+
+fn check_sgd(sgd: &RawSgd) -> Result<OptimizerSpec> {
+    let momentum = unit_interval("sgd.momentum", sgd.momentum.unwrap_or(0.0))?;
+    let dampening = unit_interval("sgd.dampening", sgd.dampening.unwrap_or(0.0))?;
+    let nesterov = sgd.nesterov.unwrap_or(false);
+    if nesterov && (momentum == 0.0 || dampening != 0.0) {
+        return Err(input_err!(
+            "sgd.nesterov = true needs sgd.momentum > 0 and sgd.dampening = 0 (as PyTorch's SGD)"
+        ));
+    }
+    Ok(OptimizerSpec::Sgd {
+        lr: positive("sgd.lr", sgd.lr)?,
+        momentum,
+        dampening,
+        nesterov,
+        weight_decay: non_negative("sgd.weight_decay", sgd.weight_decay.unwrap_or(0.0))?,
+    })
+}
+
+fn check_adam(section: &str, adam: &RawAdam, decay: f64, decoupled: bool) -> Result<OptimizerSpec> {
+    let field = |name: &str| format!("{section}.{name}");
+    Ok(OptimizerSpec::Adam {
+        lr: positive(&field("lr"), adam.lr)?,
+        beta1: unit_interval(&field("beta1"), adam.beta1.unwrap_or(0.9))?,
+        beta2: unit_interval(&field("beta2"), adam.beta2.unwrap_or(0.999))?,
+        epsilon: positive(&field("epsilon"), adam.epsilon.unwrap_or(1e-8))?,
+        weight_decay: non_negative(&field("weight_decay"), adam.weight_decay.unwrap_or(decay))?,
+        decoupled,
+    })
+}
+
+fn check_schedule(s: &RawSchedule) -> Result<ScheduleSpec> {
+    let (allowed, spec): (&[&str], ScheduleSpec) = match s.kind {
+        ScheduleKind::Constant => (&[], ScheduleSpec::Constant),
+        ScheduleKind::Step => (
+            &["step_epochs", "gamma"],
+            ScheduleSpec::Step {
+                every: positive(
+                    "schedule.step_epochs",
+                    s.step_epochs.ok_or_else(|| {
+                        input_err!("schedule kind = \"step\" needs step_epochs, the epochs between two decays")
+                    })?,
+                )?,
+                gamma: positive("schedule.gamma", s.gamma.unwrap_or(0.1))?,
+            },
+        ),
+        ScheduleKind::Cosine | ScheduleKind::WarmupCosine => {
+            let warmup = match (s.kind, s.warmup_epochs) {
+                (ScheduleKind::WarmupCosine, Some(w)) => positive("schedule.warmup_epochs", w)?,
+                (ScheduleKind::WarmupCosine, None) => {
+                    return Err(input_err!(
+                        "schedule kind = \"warmup-cosine\" needs warmup_epochs"
+                    ));
+                }
+                _ => 0.0,
+            };
+            let epochs = s.epochs.map(|e| positive("schedule.epochs", e)).transpose()?;
+            if let Some(e) = epochs
+                && warmup >= e
+            {
+                return Err(input_err!(
+                    "schedule.warmup_epochs = {warmup} must be shorter than schedule.epochs = {e}"
+                ));
+            }
+            let min_lr = non_negative("schedule.min_lr", s.min_lr.unwrap_or(0.0))?;
+            let fields: &[&str] = if s.kind == ScheduleKind::Cosine {
+                &["epochs", "min_lr"]
+            } else {
+                &["warmup_epochs", "epochs", "min_lr"]
+            };
+            (fields, ScheduleSpec::Cosine { warmup, epochs, min_lr })
+        }
+    };
+    for (field, is_given) in [
+        ("step_epochs", s.step_epochs.is_some()),
+        ("gamma", s.gamma.is_some()),
+        ("warmup_epochs", s.warmup_epochs.is_some()),
+        ("epochs", s.epochs.is_some()),
+        ("min_lr", s.min_lr.is_some()),
+    ] {
+        if is_given && !allowed.contains(&field) {
+            let kind = match s.kind {
+                ScheduleKind::Constant => "constant",
+                ScheduleKind::Step => "step",
+                ScheduleKind::Cosine => "cosine",
+                ScheduleKind::WarmupCosine => "warmup-cosine",
+            };
+            return Err(input_err!(
+                "schedule.{field} is not used by kind = \"{kind}\"; remove it"
+            ));
+        }
+    }
+    Ok(spec)
+}
+
 impl RawConfig {
     /// Validates every field against the job and fills the defaults.
     pub fn check(&self) -> Result<JobConfig> {
@@ -131,26 +236,29 @@ impl RawConfig {
             classes,
             model,
             optimizer: self.check_optimizer()?,
+            schedule: self
+                .schedule
+                .as_ref()
+                .map_or(Ok(ScheduleSpec::Constant), check_schedule)?,
+            clip_grad_norm: self
+                .clip_grad_norm
+                .map(|c| positive("clip_grad_norm", c))
+                .transpose()?,
+            early_stopping: self.check_early_stopping(task)?,
         })
     }
 
     fn check_optimizer(&self) -> Result<OptimizerSpec> {
-        match (&self.sgd, &self.adam) {
-            (Some(sgd), None) => Ok(OptimizerSpec::Sgd {
-                lr: positive("sgd.lr", sgd.lr)?,
-                momentum: unit_interval("sgd.momentum", sgd.momentum.unwrap_or(0.0))?,
-            }),
-            (None, Some(adam)) => Ok(OptimizerSpec::Adam {
-                lr: positive("adam.lr", adam.lr)?,
-                beta1: unit_interval("adam.beta1", adam.beta1.unwrap_or(0.9))?,
-                beta2: unit_interval("adam.beta2", adam.beta2.unwrap_or(0.999))?,
-                epsilon: positive("adam.epsilon", adam.epsilon.unwrap_or(1e-8))?,
-            }),
-            (Some(_), Some(_)) => Err(input_err!(
-                "both [sgd] and [adam] are given; keep the one optimizer the job uses"
+        match (&self.sgd, &self.adam, &self.adamw) {
+            (Some(sgd), None, None) => check_sgd(sgd),
+            (None, Some(adam), None) => check_adam("adam", adam, 0.0, false),
+            // PyTorch's AdamW decays by 0.01 unless told otherwise.
+            (None, None, Some(adamw)) => check_adam("adamw", adamw, 0.01, true),
+            (None, None, None) => Err(input_err!(
+                "no optimizer: add an [sgd] section (lr, momentum, ...), an [adam] or an [adamw] section (lr, beta1, beta2, epsilon, weight_decay)"
             )),
-            (None, None) => Err(input_err!(
-                "no optimizer: add an [sgd] section (lr, momentum) or an [adam] section (lr, beta1, beta2, epsilon)"
+            _ => Err(input_err!(
+                "more than one of [sgd], [adam] and [adamw] is given; keep the one optimizer the job uses"
             )),
         }
     }
@@ -198,6 +306,31 @@ impl RawConfig {
             inputs,
             outputs,
         })
+    }
+
+    fn check_early_stopping(&self, task: Task) -> Result<Option<EarlyStopping>> {
+        let Some(e) = &self.early_stopping else {
+            return Ok(None);
+        };
+        let metric = e.metric.unwrap_or(Monitor::ValidLoss);
+        let fits = match metric {
+            Monitor::ValidLoss => true,
+            Monitor::ValidAccuracy => task.is_classifier(),
+            Monitor::ValidMae | Monitor::ValidR2 => !task.is_classifier(),
+        };
+        if !fits {
+            let name = toml::Value::try_from(metric)
+                .map_or_else(|_| format!("{metric:?}"), |v| v.to_string());
+            return Err(input_err!(
+                "early_stopping.metric = {name} is not reported by a {} task",
+                toml::Value::try_from(task).map_or_else(|_| format!("{task:?}"), |v| v.to_string())
+            ));
+        }
+        Ok(Some(EarlyStopping {
+            metric,
+            patience: at_least_one("early_stopping.patience", e.patience)?,
+            min_delta: non_negative("early_stopping.min_delta", e.min_delta.unwrap_or(0.0))?,
+        }))
     }
 
     fn check_classes(&self, task: Task) -> Result<Option<Vec<String>>> {

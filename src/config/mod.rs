@@ -13,7 +13,7 @@
 mod check;
 mod raw;
 
-pub use raw::{RawAdam, RawConfig, RawData, RawModel, RawSgd};
+pub use raw::{RawAdam, RawConfig, RawData, RawEarlyStopping, RawModel, RawSchedule, RawSgd};
 
 use crate::error::{EmberError, Result};
 use crate::input_err;
@@ -100,17 +100,26 @@ pub enum Init {
     Keras,
 }
 
+/// The optimizer, with PyTorch's defaults for what the file leaves out.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OptimizerSpec {
     Sgd {
         lr: f64,
         momentum: f64,
+        dampening: f64,
+        nesterov: bool,
+        /// L2 penalty added to the gradient.
+        weight_decay: f64,
     },
     Adam {
         lr: f64,
         beta1: f64,
         beta2: f64,
         epsilon: f64,
+        /// L2 penalty added to the gradient (`[adam]`), or decoupled decay (`[adamw]`).
+        weight_decay: f64,
+        /// `[adamw]`: the weights shrink by `lr * weight_decay` apart from the Adam step.
+        decoupled: bool,
     },
 }
 
@@ -120,6 +129,58 @@ impl OptimizerSpec {
             OptimizerSpec::Sgd { lr, .. } | OptimizerSpec::Adam { lr, .. } => *lr,
         }
     }
+}
+
+/// The schedule kinds of `[schedule] kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScheduleKind {
+    Constant,
+    Step,
+    Cosine,
+    WarmupCosine,
+}
+
+/// The learning-rate schedule, checked; lengths in epochs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScheduleSpec {
+    Constant,
+    /// The rate times `gamma` every `every` epochs.
+    Step {
+        every: f64,
+        gamma: f64,
+    },
+    /// Linear warm-up over `warmup` epochs (0: none), then a half cosine down to `min_lr` at
+    /// epoch `epochs` (unset until the run starts: then its `epochs`).
+    Cosine {
+        warmup: f64,
+        epochs: Option<f64>,
+        min_lr: f64,
+    },
+}
+
+/// The validation metric that early stopping watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Monitor {
+    ValidLoss,
+    ValidAccuracy,
+    ValidMae,
+    ValidR2,
+}
+
+impl Monitor {
+    pub fn higher_is_better(self) -> bool {
+        matches!(self, Monitor::ValidAccuracy | Monitor::ValidR2)
+    }
+}
+
+/// Early stopping, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EarlyStopping {
+    pub metric: Monitor,
+    pub patience: usize,
+    pub min_delta: f64,
 }
 
 /// Column statistics used to standardise inputs: `(x - mean) / std`.
@@ -202,6 +263,9 @@ pub struct JobConfig {
     pub classes: Option<Vec<String>>,
     pub model: ModelSpec,
     pub optimizer: OptimizerSpec,
+    pub schedule: ScheduleSpec,
+    pub clip_grad_norm: Option<f64>,
+    pub early_stopping: Option<EarlyStopping>,
 }
 
 /// Reads and checks a job file.
@@ -262,29 +326,7 @@ impl JobConfig {
 
     /// The resolved config with every default written out, as saved with a run.
     pub fn to_raw(&self) -> RawConfig {
-        let (sgd, adam) = match &self.optimizer {
-            OptimizerSpec::Sgd { lr, momentum } => (
-                Some(RawSgd {
-                    lr: *lr,
-                    momentum: Some(*momentum),
-                }),
-                None,
-            ),
-            OptimizerSpec::Adam {
-                lr,
-                beta1,
-                beta2,
-                epsilon,
-            } => (
-                None,
-                Some(RawAdam {
-                    lr: *lr,
-                    beta1: Some(*beta1),
-                    beta2: Some(*beta2),
-                    epsilon: Some(*epsilon),
-                }),
-            ),
-        };
+        let (sgd, adam, adamw) = self.raw_optimizer();
         let m = &self.model;
         let mlp = m.kind == ModelKind::Mlp;
         RawConfig {
@@ -308,6 +350,98 @@ impl JobConfig {
             },
             sgd,
             adam,
+            adamw,
+            schedule: self.raw_schedule(),
+            clip_grad_norm: self.clip_grad_norm,
+            early_stopping: self.early_stopping.as_ref().map(|e| RawEarlyStopping {
+                metric: Some(e.metric),
+                patience: e.patience,
+                min_delta: Some(e.min_delta),
+            }),
+        }
+    }
+
+    fn raw_schedule(&self) -> Option<RawSchedule> {
+        let blank = |kind| RawSchedule {
+            kind,
+            step_epochs: None,
+            gamma: None,
+            warmup_epochs: None,
+            epochs: None,
+            min_lr: None,
+        };
+        match self.schedule {
+            ScheduleSpec::Constant => None,
+            ScheduleSpec::Step { every, gamma } => Some(RawSchedule {
+                step_epochs: Some(every),
+                gamma: Some(gamma),
+                ..blank(ScheduleKind::Step)
+            }),
+            ScheduleSpec::Cosine {
+                warmup,
+                epochs,
+                min_lr,
+            } => Some(RawSchedule {
+                warmup_epochs: (warmup > 0.0).then_some(warmup),
+                epochs,
+                min_lr: Some(min_lr),
+                ..blank(if warmup > 0.0 {
+                    ScheduleKind::WarmupCosine
+                } else {
+                    ScheduleKind::Cosine
+                })
+            }),
+        }
+    }
+
+    /// Fixes a cosine schedule's length at this run's epochs (a resumed run keeps its own).
+    pub fn fix_schedule_length(&mut self) {
+        if let ScheduleSpec::Cosine { epochs, .. } = &mut self.schedule
+            && epochs.is_none()
+        {
+            *epochs = Some(self.epochs as f64);
+        }
+    }
+
+    fn raw_optimizer(&self) -> (Option<RawSgd>, Option<RawAdam>, Option<RawAdam>) {
+        match self.optimizer {
+            OptimizerSpec::Sgd {
+                lr,
+                momentum,
+                dampening,
+                nesterov,
+                weight_decay,
+            } => {
+                let sgd = RawSgd {
+                    lr,
+                    momentum: Some(momentum),
+                    dampening: Some(dampening),
+                    nesterov: Some(nesterov),
+                    weight_decay: Some(weight_decay),
+                };
+                (Some(sgd), None, None)
+            }
+            OptimizerSpec::Adam {
+                lr,
+                beta1,
+                beta2,
+                epsilon,
+                weight_decay,
+                decoupled,
+            } => {
+                let adam = RawAdam {
+                    lr,
+                    beta1: Some(beta1),
+                    beta2: Some(beta2),
+                    epsilon: Some(epsilon),
+                    weight_decay: Some(weight_decay),
+                };
+                if decoupled {
+                    (None, None, Some(adam))
+                } else {
+                    (None, Some(adam), None)
+                }
+            }
         }
     }
 
@@ -395,7 +529,9 @@ mod tests {
                 lr: 0.001,
                 beta1: 0.9,
                 beta2: 0.999,
-                epsilon: 1e-8
+                epsilon: 1e-8,
+                weight_decay: 0.0,
+                decoupled: false,
             }
         );
     }

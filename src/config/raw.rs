@@ -1,7 +1,7 @@
 //! The job file exactly as written: every field optional but checked by serde for its type and
 //! spelling (unknown keys and unknown enum values are errors that name the line).
 
-use super::{Activation, Init, InputScale, Preset, Source, Task};
+use super::{Activation, Init, InputScale, Monitor, Preset, ScheduleKind, Source, Task};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -30,6 +30,10 @@ pub struct RawConfig {
     /// Validate on the first N rows of the validation split only (`--max-valid-rows`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_valid_rows: Option<usize>,
+    /// Scale the gradients so that their global L2 norm is at most this (PyTorch's
+    /// `clip_grad_norm_`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clip_grad_norm: Option<f64>,
     #[serde(default, skip_serializing_if = "RawData::is_empty")]
     pub data: RawData,
     #[serde(default, skip_serializing_if = "RawModel::is_empty")]
@@ -38,6 +42,49 @@ pub struct RawConfig {
     pub sgd: Option<RawSgd>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adam: Option<RawAdam>,
+    /// Adam with decoupled weight decay (PyTorch's `AdamW`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adamw: Option<RawAdam>,
+    /// The learning-rate schedule; absent, the rate is constant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<RawSchedule>,
+    /// Stop when a validation metric stops improving.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub early_stopping: Option<RawEarlyStopping>,
+}
+
+/// `[early_stopping]`: stop after `patience` epochs without an improvement of `metric` by
+/// more than `min_delta`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawEarlyStopping {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric: Option<Monitor>,
+    pub patience: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_delta: Option<f64>,
+}
+
+/// `[schedule]`: how the learning rate moves, in epochs; it steps every batch.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawSchedule {
+    pub kind: ScheduleKind,
+    /// step: epochs between two decays.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_epochs: Option<f64>,
+    /// step: the factor of each decay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gamma: Option<f64>,
+    /// warmup-cosine: epochs of linear warm-up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup_epochs: Option<f64>,
+    /// cosine, warmup-cosine: the schedule's length; unset, the run's first `epochs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epochs: Option<f64>,
+    /// cosine, warmup-cosine: the rate at the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_lr: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -130,6 +177,12 @@ pub struct RawSgd {
     pub lr: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub momentum: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dampening: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nesterov: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weight_decay: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -142,4 +195,6 @@ pub struct RawAdam {
     pub beta2: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub epsilon: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weight_decay: Option<f64>,
 }

@@ -16,6 +16,9 @@ pub const SUMMARY: &str = "summary.json";
 pub const CURVES: &str = "curves.png";
 pub const MODEL_BURN: &str = "model.mpk";
 pub const MODEL_SAFETENSORS: &str = "model.safetensors";
+/// The best epoch's model, kept when early stopping is on.
+pub const MODEL_BEST_BURN: &str = "model-best.mpk";
+pub const MODEL_BEST_SAFETENSORS: &str = "model-best.safetensors";
 pub const CHECKPOINTS: &str = "checkpoint";
 const LOCK: &str = ".ember.lock";
 

@@ -18,6 +18,9 @@ pub struct SplitRecord {
     pub mae: Option<f64>,
     #[serde(default)]
     pub r2: Option<f64>,
+    /// The learning rate at the end of a training pass.
+    #[serde(default)]
+    pub lr: Option<f64>,
 }
 
 impl SplitRecord {
@@ -38,7 +41,7 @@ pub struct EpochRecord {
     pub valid: SplitRecord,
 }
 
-pub const CSV_HEADER: &str = "epoch,split,loss,accuracy,seconds,steps_per_s,mae,r2";
+pub const CSV_HEADER: &str = "epoch,split,loss,accuracy,seconds,steps_per_s,mae,r2,lr";
 /// The header before `mae` and `r2` were added; such files still read.
 const CSV_HEADER_V1: &str = "epoch,split,loss,accuracy,seconds,steps_per_s";
 
@@ -46,14 +49,15 @@ fn csv_rows(r: &EpochRecord) -> String {
     let cell = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let row = |split: &str, s: &SplitRecord| {
         format!(
-            "{},{split},{},{},{:.4},{:.1},{},{}\n",
+            "{},{split},{},{},{:.4},{:.1},{},{},{}\n",
             r.epoch,
             s.loss,
             cell(s.accuracy),
             s.seconds,
             s.steps_per_s(),
             cell(s.mae),
-            cell(s.r2)
+            cell(s.r2),
+            cell(s.lr)
         )
     };
     row("train", &r.train) + &row("valid", &r.valid)
@@ -74,7 +78,7 @@ pub fn read_csv(path: &Path) -> Result<Vec<EpochRecord>> {
     let text = String::from_utf8_lossy(&bytes);
     let mut lines = text.lines();
     let header = lines.next();
-    let fields = if header == Some(CSV_HEADER) { 8 } else { 6 };
+    let fields = if header == Some(CSV_HEADER) { 9 } else { 6 };
     if header != Some(CSV_HEADER) && header != Some(CSV_HEADER_V1) {
         return Err(crate::error::EmberError::file(
             path,
@@ -107,6 +111,7 @@ pub fn read_csv(path: &Path) -> Result<Vec<EpochRecord>> {
             steps: (num(f[5])? * seconds).round() as usize,
             mae: optional(6)?,
             r2: optional(7)?,
+            lr: optional(8)?,
         };
         match f[1] {
             "train" => out.push(EpochRecord {
@@ -139,6 +144,7 @@ mod tests {
                 steps: 100,
                 mae: None,
                 r2: None,
+                lr: Some(0.001),
             },
             valid: SplitRecord {
                 loss: l + 0.1,
@@ -147,6 +153,7 @@ mod tests {
                 steps: 10,
                 mae: Some(0.25),
                 r2: Some(0.875),
+                lr: None,
             },
         };
         let history = vec![rec(1, 1.0), rec(2, 0.75)];

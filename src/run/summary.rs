@@ -40,6 +40,12 @@ pub struct Summary {
     pub batch_size: usize,
     pub final_metrics: Option<Metrics>,
     pub best: Option<Best>,
+    /// With early stopping: the epoch of `model-best.*` (the best by the watched metric).
+    #[serde(default)]
+    pub best_epoch: Option<usize>,
+    /// Whether early stopping ended the run before its last epoch.
+    #[serde(default)]
+    pub stopped_early: bool,
     /// Time spent in training epochs (validation and start-up excluded).
     pub train_seconds: f64,
     /// From the start of the command to the end of the run.
@@ -65,6 +71,11 @@ impl Summary {
             Some(e) => ("failed", Some(e.to_string())),
         };
         let train_seconds: f64 = h.iter().map(|e| e.train.seconds).sum();
+        let early = r
+            .config
+            .early_stopping
+            .as_ref()
+            .and_then(|rule| crate::train::early_stop::decide(h, rule));
         let steps: usize = h.iter().map(|e| e.train.steps).sum();
         Summary {
             job: r.config.name().to_string(),
@@ -84,6 +95,10 @@ impl Summary {
                 valid_accuracy: e.valid.accuracy,
             }),
             best: best(h),
+            best_epoch: early.map(|d| d.best_epoch),
+            stopped_early: early.is_some_and(|d| d.stop)
+                && r.failure.is_none()
+                && h.last().is_some_and(|e| e.epoch < r.config.epochs),
             train_seconds,
             wall_seconds: r.wall_seconds,
             steps_per_s: if train_seconds > 0.0 {

@@ -3,6 +3,8 @@
 //! `SupervisedTraining` with ember's strategy; then the final model files.
 
 use super::metrics::{NullLogger, RunningMetric};
+use super::schedule::Schedule;
+use super::strategy::SaveBest;
 use super::strategy::{EmberStrategy, RunLog};
 use super::{TrainArgs, checkpoint, signals};
 use crate::config::JobConfig;
@@ -115,7 +117,10 @@ pub fn with_model_and_optimizer<B: TrainBackend, T: Training<B>>(
 }
 
 /// The Learner type of a model and optimizer on a backend.
-type LearnerOf<B, M, O> = Learner<LearningComponentsMarker<B, f64, M, O>>;
+type LearnerOf<B, M, O> = Learner<Components<B, M, O>>;
+
+/// The Learner's components: ember's one schedule type beside the model and optimizer.
+pub type Components<B, M, O> = LearningComponentsMarker<B, Schedule, M, O>;
 
 /// A run folder opened for training: new, or resumed after its last checkpoint.
 struct OpenRun {
@@ -133,7 +138,8 @@ impl TrainTask<'_> {
     {
         let params = model.num_params();
         let model = self.initial_weights(model)?;
-        let mut learner: LearnerOf<B, M, O> = Learner::new(model, optimizer, lr);
+        let schedule = Schedule::new(&self.config.schedule, lr, self.steps_per_epoch());
+        let mut learner: LearnerOf<B, M, O> = Learner::new(model, optimizer, schedule);
         let open = self.open_run(&mut learner, params, &device)?;
         self.console
             .line(&format!("artifacts: {}", open.run.path.display()));
@@ -154,6 +160,16 @@ impl TrainTask<'_> {
             run_dir: open.run.path.clone(),
             params,
         })
+    }
+
+    /// Batches per training epoch, as the loader will cut them.
+    fn steps_per_epoch(&self) -> usize {
+        let (rows, size) = (self.data.train.rows(), self.config.batch_size);
+        if self.config.drop_last {
+            rows / size
+        } else {
+            rows.div_ceil(size)
+        }
     }
 
     /// The model with `--init-from`'s weights, when given.
@@ -293,7 +309,7 @@ impl TrainTask<'_> {
         run: &RunDir,
         epoch_cell: EpochCell,
         device: B::Device,
-    ) -> EmberStrategy<LearningComponentsMarker<B, f64, M, O>>
+    ) -> EmberStrategy<Components<B, M, O>>
     where
         M: TrainableModel<B>,
         O: Optimizer<M, B> + 'static,
@@ -314,6 +330,13 @@ impl TrainTask<'_> {
             checkpoint_every: Duration::from_secs_f64(self.args.checkpoint_every.max(0.0)),
             wait_for_checkpoints: self.device != Device::Cpu,
             dropout_seed: (self.config.model.dropout > 0.0).then_some(self.config.seed),
+            clip_grad_norm: self.config.clip_grad_norm,
+            early_stopping: self.config.early_stopping.clone(),
+            save_best: self
+                .config
+                .early_stopping
+                .is_some()
+                .then(|| self.best_saver::<B, M, O>(run)),
         }
     }
 
@@ -322,11 +345,11 @@ impl TrainTask<'_> {
     fn supervised<B: TrainBackend, M: TrainableModel<B>, O: Optimizer<M, B> + 'static>(
         &self,
         open: &OpenRun,
-        strategy: EmberStrategy<LearningComponentsMarker<B, f64, M, O>>,
+        strategy: EmberStrategy<Components<B, M, O>>,
         train: DeviceLoader<B, M::Batch>,
         valid: DeviceLoader<B::Inference, <M::Inference as EmberModel<B::Inference>>::Batch>,
         steps_per_epoch: usize,
-    ) -> SupervisedTraining<LearningComponentsMarker<B, f64, M, O>> {
+    ) -> SupervisedTraining<Components<B, M, O>> {
         let epochs = self.config.epochs;
         let mut training =
             SupervisedTraining::new(&open.run.path, Arc::new(train), Arc::new(valid))
@@ -353,6 +376,22 @@ impl TrainTask<'_> {
         } else {
             training.renderer(self.console.renderer(epochs, steps_per_epoch))
         }
+    }
+
+    /// Writes `model-best.mpk` and `model-best.safetensors`, for early stopping.
+    fn best_saver<B, M, O>(&self, run: &RunDir) -> SaveBest<Components<B, M, O>>
+    where
+        B: TrainBackend,
+        M: TrainableModel<B>,
+        O: Optimizer<M, B> + 'static,
+    {
+        let burn_path = run.file(folder::MODEL_BEST_BURN);
+        let torch_path = run.file(folder::MODEL_BEST_SAFETENSORS);
+        let name = self.config.name();
+        Box::new(move |model: &M::Inference| {
+            export::save_burn(model, &burn_path)?;
+            export::save_safetensors(model, &torch_path, Layout::Pytorch, name)
+        })
     }
 
     /// `model.mpk` (Burn's record) and `model.safetensors` (PyTorch's layout and names).

@@ -7,7 +7,10 @@ pub mod checkpoint;
 mod launch;
 
 pub use launch::{Training, with_model_and_optimizer};
+pub mod clip;
+pub mod early_stop;
 pub mod metrics;
+pub mod schedule;
 pub mod signals;
 pub mod strategy;
 
@@ -129,6 +132,7 @@ fn resolve_config(
             })?)?,
         };
     apply_overrides(&mut config, args)?;
+    config.fix_schedule_length();
     Ok(config)
 }
 

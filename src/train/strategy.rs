@@ -7,11 +7,14 @@
 //! - a non-finite loss or weight stops the run before any checkpoint is written from it;
 //! - checkpoints go through ember's atomic checkpointer, and Ctrl-C stops after a checkpoint.
 
+use crate::config::EarlyStopping;
 use crate::error::EmberError;
 use crate::model::{StepOutput, StepTotals as Totals};
 use crate::run::folder;
 use crate::run::history::{EpochRecord, SplitRecord, write_csv};
 use crate::train::checkpoint::{CheckpointDir, Part};
+use crate::train::clip::clip_global_norm;
+use crate::train::early_stop;
 use crate::train::signals::StopSignal;
 use burn::data::dataloader::{DataLoader, Progress};
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
@@ -58,7 +61,19 @@ pub struct EmberStrategy<LC: LearningComponentsTypes> {
     /// a resumed run draws the same ones. Burn's `Dropout` draws from the backend's global
     /// generator, which no record saves.
     pub dropout_seed: Option<u64>,
+    /// Scale the gradients to this global norm at most, between backward and the update.
+    pub clip_grad_norm: Option<f64>,
+    pub early_stopping: Option<EarlyStopping>,
+    /// Writes the best epoch's model (`model-best.*`) when early stopping is on.
+    pub save_best: Option<SaveBest<LC>>,
 }
+
+/// Writes a model's files; called with the inference form of the model.
+pub type SaveBest<LC> = Box<
+    dyn Fn(&<LC as LearningComponentsTypes>::InferenceModel) -> Result<(), EmberError>
+        + Send
+        + Sync,
+>;
 
 /// Saves every epoch; ember's checkpoint commit removes the older ones.
 struct EveryEpoch;
@@ -143,7 +158,11 @@ where
                 <LC::Backend as Backend>::seed(&self.device, step_seed(seed, epoch, step));
             }
             let out = learner.train_step(batch);
-            learner.optimizer_step(out.grads);
+            let grads = match self.clip_grad_norm {
+                Some(max) => clip_global_norm(&learner.model(), out.grads, max),
+                None => out.grads,
+            };
+            learner.optimizer_step(grads);
             totals.add(out.item);
             let progress = iter.progress();
             let last = progress.items_processed >= progress.items_total;
@@ -181,6 +200,7 @@ where
             steps: step,
             mae: s.mae,
             r2: s.r2,
+            lr: Some(learner.lr_current()),
         })
     }
 
@@ -218,6 +238,7 @@ where
             steps: step,
             mae: s.mae,
             r2: s.r2,
+            lr: None,
         }
     }
 
@@ -278,7 +299,8 @@ where
         )
     }
 
-    /// One epoch: train, validate, check for non-finite values, record, checkpoint.
+    /// One epoch: train, validate, check for non-finite values, record, checkpoint. Returns
+    /// whether training goes on (false when early stopping ends it).
     #[allow(clippy::too_many_arguments)]
     fn epoch(
         &self,
@@ -287,7 +309,7 @@ where
         components: &mut Components<'_, LC>,
         history: &mut Vec<EpochRecord>,
         saves: &mut Checkpoints<LC>,
-    ) -> Result<(), EmberError> {
+    ) -> Result<bool, EmberError> {
         let epochs = components.epochs;
         self.epoch_cell.set(epoch);
         let train = self.train_epoch(
@@ -332,22 +354,51 @@ where
         };
         history.push(record);
         write_csv(&self.run_dir.join(folder::METRICS), history)?;
-        let stopping = self.stop.requested() && epoch < epochs;
-        self.maybe_checkpoint(epoch, epochs, stopping, learner, components, history, saves)?;
+        let early_stop = self.keep_best(&model, epoch, history)?;
+        let stopping = self.stop.requested() && epoch < epochs && !early_stop;
+        let last = epoch == epochs || early_stop;
+        self.maybe_checkpoint(epoch, last || stopping, learner, components, history, saves)?;
         self.console.line(&self.epoch_line(&record, epochs));
         if stopping {
             return Err(self.stopped_by_ctrl_c(epoch, epochs, saves));
         }
-        Ok(())
+        if early_stop && epoch < epochs {
+            self.console.line(&format!(
+                "early stopping after epoch {epoch}: no improvement in {} epochs",
+                self.early_stopping.as_ref().map_or(0, |e| e.patience)
+            ));
+        }
+        Ok(!early_stop)
     }
 
-    /// Checkpoints when due (every `checkpoint_every`), after the last epoch, and on Ctrl-C.
-    #[allow(clippy::too_many_arguments)]
+    /// With early stopping: writes `model-best.*` when this epoch is the best so far, and says
+    /// whether the history calls for a stop.
+    fn keep_best(
+        &self,
+        model: &LC::InferenceModel,
+        epoch: usize,
+        history: &[EpochRecord],
+    ) -> Result<bool, EmberError> {
+        let Some(rule) = &self.early_stopping else {
+            return Ok(false);
+        };
+        let Some(decision) = early_stop::decide(history, rule) else {
+            return Ok(false);
+        };
+        if decision.best_epoch == epoch
+            && let Some(save) = &self.save_best
+        {
+            save(model)?;
+        }
+        Ok(decision.stop)
+    }
+
+    /// Checkpoints when due (every `checkpoint_every`), and always when `now` (the last epoch,
+    /// an early stop, a Ctrl-C).
     fn maybe_checkpoint(
         &self,
         epoch: usize,
-        epochs: usize,
-        stopping: bool,
+        now: bool,
         learner: &Learner<LC>,
         components: &Components<'_, LC>,
         history: &[EpochRecord],
@@ -357,7 +408,7 @@ where
         let Some(writer) = saves.writer.as_mut() else {
             return Ok(());
         };
-        if !(due || epoch == epochs || stopping) {
+        if !(due || now) {
             return Ok(());
         }
         self.checkpoints
@@ -432,9 +483,13 @@ where
         let mut history = self.log.lock().expect("run log lock").history.clone();
         // The one place a failed epoch ends the run.
         for epoch in starting_epoch..=parts.epochs {
-            if let Err(e) = self.epoch(epoch, &mut learner, &mut parts, &mut history, &mut saves) {
-                self.fail(e);
-                break;
+            match self.epoch(epoch, &mut learner, &mut parts, &mut history, &mut saves) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    self.fail(e);
+                    break;
+                }
             }
         }
         // Every checkpoint write finishes before the run is reported done.
