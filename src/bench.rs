@@ -120,7 +120,7 @@ pub fn run<D: Backends>(
     let mut config = config;
     config.epochs = epochs;
     config.max_train_rows = max_train_rows.or(config.max_train_rows);
-    let data = data::load_limited(&config)?;
+    let data = data::load_limited(&config, &indicatif::ProgressBar::hidden())?;
     let bare_epochs = D::dispatch(
         device,
         BareLoop {

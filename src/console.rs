@@ -82,6 +82,17 @@ impl Console {
         }
     }
 
+    /// The live bar, as a counter of `prefix` work (decoding images); hidden when the bar is.
+    pub fn counter(&self, prefix: &str) -> ProgressBar {
+        if self.verbosity > Verbosity::Quiet && !self.bar.is_hidden() {
+            self.bar.set_prefix(prefix.to_string());
+            self.bar.set_position(0);
+            self.bar.clone()
+        } else {
+            ProgressBar::hidden()
+        }
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }

@@ -6,7 +6,7 @@
 use crate::config::{DataSpec, JobConfig};
 use crate::data::fashion::pixels_to_matrix;
 use crate::data::loader::LoaderBuilder;
-use crate::data::{self, HostSplit, Labels, SplitName, idx, table};
+use crate::data::{self, HostSplit, Labels, SplitName, idx, images, table};
 use crate::device::TrainBackend;
 use crate::device::{Backends, Device, OnBackend};
 use crate::error::{EmberError, Result};
@@ -215,9 +215,10 @@ pub fn eval_split(config: &JobConfig, split: SplitName, data: Option<&Path>) -> 
         match &mut config.data {
             DataSpec::Idx { dir, .. } => *dir = Some(d.to_path_buf()),
             DataSpec::Table(t) => t.csv = Some(d.to_path_buf()),
+            DataSpec::Images(i) => i.dir = d.to_path_buf(),
         }
     }
-    let loaded = data::load_limited(&config)?;
+    let loaded = data::load_limited(&config, &indicatif::ProgressBar::hidden())?;
     Ok(match split {
         SplitName::Train => loaded.train,
         SplitName::Valid => loaded.valid,
@@ -231,14 +232,37 @@ pub fn eval_split(config: &JobConfig, split: SplitName, data: Option<&Path>) -> 
                     config.name()
                 ));
             }
+            (None, DataSpec::Images(_)) => {
+                return Err(input_err!(
+                    "--split test: {} has no test set; data.test_dir names one",
+                    config.name()
+                ));
+            }
         },
     })
 }
 
-/// The rows `ember predict` reads from `input`, preprocessed as in training.
-pub fn predict_inputs(config: &JobConfig, input: &Path) -> Result<HostSplit> {
+/// The rows `ember predict` reads from `input`, preprocessed as in training, and for images
+/// the file of each row.
+pub fn predict_inputs(
+    config: &JobConfig,
+    input: &Path,
+) -> Result<(HostSplit, Option<Vec<String>>)> {
     let width = config.model.inputs;
+    let mut names = None;
     let split = match &config.data {
+        DataSpec::Images(spec) => {
+            let paths = images::predict_paths(input)?;
+            names = Some(paths.iter().map(|p| p.display().to_string()).collect());
+            let decode = images::decoder(spec, &paths[0])?;
+            let features = images::decode_all(paths, decode, &indicatif::ProgressBar::hidden())?;
+            let rows = features.rows;
+            HostSplit {
+                features,
+                scalar: None,
+                labels: Labels::Classes(vec![0; rows]),
+            }
+        }
         DataSpec::Idx { input_scale, .. } => {
             let (pixels, count) = pixels_of(input)?;
             HostSplit {
@@ -269,7 +293,7 @@ pub fn predict_inputs(config: &JobConfig, input: &Path) -> Result<HostSplit> {
                 split.features.cols
             ),
         )),
-        _ => Ok(split),
+        _ => Ok((split, names)),
     }
 }
 
@@ -410,8 +434,14 @@ pub fn predict_command<D: Backends>(
     out: Option<&Path>,
     device: Device,
 ) -> Result<Option<String>> {
-    let inputs = predict_inputs(&source.config, input)?;
-    let (header, rows) = with_model::<D, _>(source, device, Predict { inputs })?;
+    let (inputs, names) = predict_inputs(&source.config, input)?;
+    let (mut header, mut rows) = with_model::<D, _>(source, device, Predict { inputs })?;
+    if let Some(names) = names {
+        header.insert(0, "file".to_string());
+        for (row, name) in rows.iter_mut().zip(names) {
+            row.insert(0, name);
+        }
+    }
     write_csv(&header, &rows, out)?;
     Ok(out.map(|out| format!("{} predictions -> {}", rows.len(), out.display())))
 }

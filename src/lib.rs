@@ -11,6 +11,7 @@ pub mod error;
 pub mod export;
 pub mod fs;
 pub mod inference;
+pub mod init;
 pub mod logging;
 pub mod model;
 pub mod ops;

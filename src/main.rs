@@ -132,6 +132,23 @@ enum Command {
     },
     /// Version, backends compiled in, devices found.
     Info,
+    /// Write a commented job file for your own data to stdout, inferred from the data.
+    Init {
+        /// A CSV file with a header row.
+        #[arg(
+            long,
+            requires = "label",
+            conflicts_with = "images",
+            value_name = "FILE"
+        )]
+        csv: Option<PathBuf>,
+        /// The CSV column to predict.
+        #[arg(long, value_name = "COLUMN")]
+        label: Option<String>,
+        /// A folder of class subfolders of PNG or JPEG images.
+        #[arg(long, value_name = "DIR", required_unless_present = "csv")]
+        images: Option<PathBuf>,
+    },
 }
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -184,6 +201,18 @@ fn main() {
         eprintln!("error: {e}");
         std::process::exit(e.exit_code());
     }
+}
+
+/// `ember init`: the drafted job file on stdout, and why on stderr.
+fn init(csv: Option<PathBuf>, label: Option<String>, images: Option<PathBuf>) -> Result<()> {
+    let draft = match (csv, label, images) {
+        (Some(csv), Some(label), _) => ember::init::from_csv(&csv, &label)?,
+        (_, _, Some(dir)) => ember::init::from_images(&dir)?,
+        _ => unreachable!("clap requires --csv with --label, or --images"),
+    };
+    print!("{}", draft.toml);
+    eprintln!("{}", draft.why);
+    Ok(())
 }
 
 /// Runs one command; what it reports goes to stdout through `console`.
@@ -250,6 +279,10 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
                 true => serde_json::to_string(&report).expect("a report serialises"),
                 false => report.text(),
             }]
+        }
+        Command::Init { csv, label, images } => {
+            init(csv, label, images)?;
+            vec![]
         }
         Command::Info => std::iter::once(format!("ember {VERSION} (Burn {})", ember::BURN_VERSION))
             .chain(ember::device::info_lines())

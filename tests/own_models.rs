@@ -411,3 +411,42 @@ fn bad_own_data_gets_one_line_naming_the_file_and_value() {
         "nan.csv: line 3: column \"y\" holds \"nan\"",
     );
 }
+
+#[test]
+fn init_drafts_a_job_file_that_trains_on_the_users_csv() {
+    let dir = scratch("own-init");
+    let blobs_csv = dir.join("blobs.csv");
+    blobs(&blobs_csv, 900, 4);
+    // A text column, which init must leave out of the inputs.
+    let text = std::fs::read_to_string(&blobs_csv).unwrap();
+    let named: String = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match i {
+            0 => format!("{l},name\n"),
+            _ => format!("{l},row-{i}\n"),
+        })
+        .collect();
+    let data = config(&dir, "named.csv", &named);
+    let out = ember(&["init", "--csv", path_str(&data), "--label", "kind"]);
+    ok(&out);
+    let why = common::stderr(&out);
+    assert_eq!(
+        why.trim(),
+        "inferred task = \"classification\": \"kind\" holds text: 3 classes (cat, dog, emu)"
+    );
+    let job = stdout(&out);
+    assert!(job.contains("ignore = [\"name\"]"), "{job}");
+    assert!(job.contains("batch_size = 16"), "{job}");
+    let cfg = config(&dir, "drafted.toml", &job);
+    let run = dir.join("run");
+    ok(&train(&cfg, &run, &[]));
+    assert!(last_valid(&run, "accuracy") >= 0.95);
+
+    let y = config(&dir, "reg.csv", "a,y\n1,0.5\n2,1.25\n3,1.75\n4,2.5\n");
+    let out = ember(&["init", "--csv", path_str(&y), "--label", "y"]);
+    ok(&out);
+    assert!(common::stderr(&out).contains("inferred task = \"regression\""));
+    let out = ember(&["init", "--csv", path_str(&y), "--label", "nope"]);
+    bad_input(&out, "reg.csv: no column named \"nope\" (--label)");
+}

@@ -2,9 +2,9 @@
 //! leaves out, every value is range-checked, and fields that do not apply are errors.
 
 use super::{
-    Activation, DataSpec, EarlyStopping, Init, InputScale, JobConfig, ModelKind, ModelSpec,
-    Monitor, OptimizerSpec, Preset, RawAdam, RawConfig, RawSchedule, RawSgd, ScheduleKind,
-    ScheduleSpec, Source, Standardization, TableSpec, Task,
+    Activation, Channels, DataSpec, EarlyStopping, ImageSpec, Init, InputScale, JobConfig,
+    ModelKind, ModelSpec, Monitor, OptimizerSpec, Preset, RawAdam, RawConfig, RawSchedule, RawSgd,
+    ScheduleKind, ScheduleSpec, Source, Standardization, TableSpec, Task,
 };
 use crate::error::Result;
 use crate::input_err;
@@ -383,36 +383,78 @@ impl RawConfig {
     }
 
     fn check_data(&self, defaults: &Defaults, task: Task) -> Result<DataSpec> {
-        let d = &self.data;
-        let source = self.source(defaults)?;
-        if source == Source::Idx {
-            let why = "by an idx source";
-            for (field, given) in [
-                ("data.csv", d.csv.is_some()),
-                ("data.label", d.label.is_some() || d.label_column.is_some()),
-                ("data.targets", d.targets.is_some()),
-                ("data.features", d.features.is_some()),
-                ("data.ignore", d.ignore.is_some()),
-                ("data.scalar_column", d.scalar_column.is_some()),
-                ("data.valid_csv", d.valid_csv.is_some()),
-                ("data.test_csv", d.test_csv.is_some()),
-                ("data.standardize", d.standardize.is_some()),
-                ("data.feature_mean", d.feature_mean.is_some()),
-                ("data.feature_std", d.feature_std.is_some()),
-            ] {
-                reject(field, given, why)?;
-            }
-            return Ok(DataSpec::Idx {
-                dir: d.dir.clone(),
-                input_scale: d.input_scale.unwrap_or(InputScale::Unit),
-                valid_fraction: unit_interval(
-                    "data.valid_fraction",
-                    d.valid_fraction.unwrap_or(0.0),
-                )?,
-            });
+        match self.source(defaults)? {
+            Source::Idx => self.check_idx(),
+            Source::Images => self.check_images(task).map(DataSpec::Images),
+            source => self
+                .check_table(defaults, task, source)
+                .map(DataSpec::Table),
         }
-        self.check_table(defaults, task, source)
-            .map(DataSpec::Table)
+    }
+
+    /// Fields of the table sources, which the IDX and image sources reject.
+    fn reject_table_fields(&self, why: &str) -> Result<()> {
+        let d = &self.data;
+        for (field, given) in [
+            ("data.csv", d.csv.is_some()),
+            ("data.label", d.label.is_some() || d.label_column.is_some()),
+            ("data.targets", d.targets.is_some()),
+            ("data.features", d.features.is_some()),
+            ("data.ignore", d.ignore.is_some()),
+            ("data.scalar_column", d.scalar_column.is_some()),
+            ("data.valid_csv", d.valid_csv.is_some()),
+            ("data.test_csv", d.test_csv.is_some()),
+            ("data.standardize", d.standardize.is_some()),
+            ("data.feature_mean", d.feature_mean.is_some()),
+            ("data.feature_std", d.feature_std.is_some()),
+        ] {
+            reject(field, given, why)?;
+        }
+        Ok(())
+    }
+
+    fn check_idx(&self) -> Result<DataSpec> {
+        let d = &self.data;
+        let why = "by an idx source";
+        self.reject_table_fields(why)?;
+        reject("data.valid_dir", d.valid_dir.is_some(), why)?;
+        reject("data.test_dir", d.test_dir.is_some(), why)?;
+        reject("data.image_size", d.image_size.is_some(), why)?;
+        reject("data.channels", d.channels.is_some(), why)?;
+        Ok(DataSpec::Idx {
+            dir: d.dir.clone(),
+            input_scale: d.input_scale.unwrap_or(InputScale::Unit),
+            valid_fraction: unit_interval("data.valid_fraction", d.valid_fraction.unwrap_or(0.0))?,
+        })
+    }
+
+    fn check_images(&self, task: Task) -> Result<ImageSpec> {
+        let d = &self.data;
+        self.reject_table_fields("by an images source")?;
+        if task == Task::Regression {
+            return Err(input_err!(
+                "task = \"regression\": an images source gives classes (its folder names)"
+            ));
+        }
+        let dir = d.dir.clone().ok_or_else(|| {
+            input_err!("data.source = \"images\" needs data.dir, the folder of class subfolders")
+        })?;
+        if let Some(size) = d.image_size
+            && size.contains(&0)
+        {
+            return Err(input_err!(
+                "data.image_size = {size:?} must be [height, width], each at least 1"
+            ));
+        }
+        Ok(ImageSpec {
+            dir,
+            valid_dir: d.valid_dir.clone(),
+            test_dir: d.test_dir.clone(),
+            size: d.image_size,
+            channels: d.channels.unwrap_or(Channels::Grayscale),
+            input_scale: d.input_scale.unwrap_or(InputScale::Unit),
+            valid_fraction: self.held_out_fraction("data.valid_dir", d.valid_dir.is_some())?,
+        })
     }
 
     fn check_table(&self, defaults: &Defaults, task: Task, source: Source) -> Result<TableSpec> {
@@ -420,6 +462,10 @@ impl RawConfig {
         let why = "by a table source";
         reject("data.dir", d.dir.is_some(), why)?;
         reject("data.input_scale", d.input_scale.is_some(), why)?;
+        reject("data.valid_dir", d.valid_dir.is_some(), why)?;
+        reject("data.test_dir", d.test_dir.is_some(), why)?;
+        reject("data.image_size", d.image_size.is_some(), why)?;
+        reject("data.channels", d.channels.is_some(), why)?;
         match source {
             Source::Csv if d.csv.is_none() => {
                 return Err(input_err!(
@@ -454,7 +500,7 @@ impl RawConfig {
             ignore: d.ignore.clone().unwrap_or_default(),
             scalar_column: linear_scalar
                 .then(|| d.scalar_column.clone().unwrap_or_else(|| "f".to_string())),
-            valid_fraction: self.valid_fraction()?,
+            valid_fraction: self.held_out_fraction("data.valid_csv", d.valid_csv.is_some())?,
             valid_csv: d.valid_csv.clone(),
             test_csv: d.test_csv.clone(),
             standardize: d.standardize.unwrap_or(false),
@@ -493,12 +539,14 @@ impl RawConfig {
         }
     }
 
-    fn valid_fraction(&self) -> Result<f64> {
+    /// The share held out for validation: 0 when `file_field` names a validation set of its
+    /// own, else `valid_fraction` (0.1 by default), strictly between 0 and 1.
+    fn held_out_fraction(&self, file_field: &str, has_file: bool) -> Result<f64> {
         let d = &self.data;
-        if d.valid_csv.is_some() {
+        if has_file {
             return match d.valid_fraction {
                 Some(f) if f != 0.0 => Err(input_err!(
-                    "data.valid_fraction = {f} and data.valid_csv are both given; keep one way to validate"
+                    "data.valid_fraction = {f} and {file_field} are both given; keep one way to validate"
                 )),
                 _ => Ok(0.0),
             };
@@ -508,7 +556,7 @@ impl RawConfig {
             Ok(f)
         } else {
             Err(input_err!(
-                "data.valid_fraction = {f} must be between 0 and 1 (exclusive), or give data.valid_csv"
+                "data.valid_fraction = {f} must be between 0 and 1 (exclusive), or give {file_field}"
             ))
         }
     }

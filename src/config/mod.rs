@@ -76,6 +76,8 @@ pub enum Source {
     Idx,
     /// A CSV file with a header row.
     Csv,
+    /// A folder of class subfolders of PNG and JPEG files.
+    Images,
     /// The built-in table of the preset: tabular-mlp's synthetic table, linear-scalar's arange.
     Synthetic,
 }
@@ -88,6 +90,25 @@ pub enum InputScale {
     Unit,
     /// Pixels as 0..255 floats, as the Keras code fed them.
     Raw,
+}
+
+/// The colour channels an image source reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Channels {
+    /// One channel (luma).
+    Grayscale,
+    /// Three channels, interleaved per pixel (row-major height x width x 3).
+    Rgb,
+}
+
+impl Channels {
+    pub fn count(self) -> usize {
+        match self {
+            Channels::Grayscale => 1,
+            Channels::Rgb => 3,
+        }
+    }
 }
 
 /// How weights start.
@@ -202,6 +223,21 @@ pub enum DataSpec {
         valid_fraction: f64,
     },
     Table(TableSpec),
+    Images(ImageSpec),
+}
+
+/// A folder of class subfolders of images, decoded, resized and scaled by ember.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageSpec {
+    pub dir: PathBuf,
+    pub valid_dir: Option<PathBuf>,
+    pub test_dir: Option<PathBuf>,
+    /// `[height, width]`; `None` until the first image is read.
+    pub size: Option<[usize; 2]>,
+    pub channels: Channels,
+    pub input_scale: InputScale,
+    /// Share held out for validation; 0 when `valid_dir` is given.
+    pub valid_fraction: f64,
 }
 
 /// A table: a CSV file or a built-in one.
@@ -304,7 +340,7 @@ impl JobConfig {
     pub fn table(&self) -> Option<&TableSpec> {
         match &self.data {
             DataSpec::Table(t) => Some(t),
-            DataSpec::Idx { .. } => None,
+            _ => None,
         }
     }
 
@@ -460,6 +496,16 @@ impl JobConfig {
                 data.dir = dir.clone();
                 data.input_scale = Some(*input_scale);
                 data.valid_fraction = Some(*valid_fraction);
+            }
+            DataSpec::Images(i) => {
+                data.source = Some(Source::Images);
+                data.dir = Some(i.dir.clone());
+                data.valid_dir = i.valid_dir.clone();
+                data.test_dir = i.test_dir.clone();
+                data.image_size = i.size;
+                data.channels = Some(i.channels);
+                data.input_scale = Some(i.input_scale);
+                data.valid_fraction = Some(i.valid_fraction);
             }
             DataSpec::Table(t) => {
                 data.source = Some(if t.csv.is_some() {

@@ -1,7 +1,7 @@
 //! The job file exactly as written: every field optional but checked by serde for its type and
 //! spelling (unknown keys and unknown enum values are errors that name the line).
 
-use super::{Activation, Init, InputScale, Monitor, Preset, ScheduleKind, Source, Task};
+use super::{Activation, Channels, Init, InputScale, Monitor, Preset, ScheduleKind, Source, Task};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -93,12 +93,24 @@ pub struct RawData {
     /// idx, csv or synthetic; unset, it follows from `dir`/`csv` or the preset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<Source>,
-    /// idx: the folder holding the four IDX files.
+    /// idx: the folder holding the four IDX files. images: the folder of class subfolders.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dir: Option<PathBuf>,
-    /// idx: "unit" (pixels / 255) or "raw" (0..255).
+    /// idx, images: "unit" (pixels / 255) or "raw" (0..255).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_scale: Option<InputScale>,
+    /// images: class subfolders to validate on (instead of `valid_fraction`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid_dir: Option<PathBuf>,
+    /// images: class subfolders to test on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_dir: Option<PathBuf>,
+    /// images: `[height, width]` every image is resized to; unset, the first image's size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_size: Option<[usize; 2]>,
+    /// images: "grayscale" or "rgb".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channels: Option<Channels>,
     /// csv: a CSV file with a header row.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub csv: Option<PathBuf>,

@@ -146,5 +146,6 @@ pub fn load(dir: Option<&Path>, scale: InputScale, known: Option<&[String]>) -> 
         stats: None,
         classes: Some(classes),
         features: None,
+        image_size: None,
     })
 }

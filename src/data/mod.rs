@@ -4,6 +4,7 @@
 
 pub mod fashion;
 pub mod idx;
+pub mod images;
 pub mod loader;
 pub mod synthetic;
 pub mod table;
@@ -128,6 +129,8 @@ pub struct HostData {
     pub classes: Option<Vec<String>>,
     /// The input columns of a CSV table, in order.
     pub features: Option<Vec<String>>,
+    /// The `[height, width]` every image was resized to (images source).
+    pub image_size: Option<[usize; 2]>,
     /// Where the data came from, for the log line and the run summary.
     pub source: String,
     /// The statistics applied to the inputs, when the job standardises them.
@@ -144,7 +147,13 @@ pub enum SplitName {
 
 /// Loads a job's data and applies its preprocessing.
 pub fn load(config: &JobConfig) -> Result<HostData> {
+    load_showing(config, &indicatif::ProgressBar::hidden())
+}
+
+/// [`load`], ticking `progress` as images are decoded.
+pub fn load_showing(config: &JobConfig, progress: &indicatif::ProgressBar) -> Result<HostData> {
     match &config.data {
+        DataSpec::Images(spec) => images::load(config, spec, progress),
         DataSpec::Idx {
             dir,
             input_scale,
@@ -163,8 +172,8 @@ pub fn load(config: &JobConfig) -> Result<HostData> {
 }
 
 /// Loads a job's data and keeps the rows the config allows (`max_train_rows`, `max_valid_rows`).
-pub fn load_limited(config: &JobConfig) -> Result<HostData> {
-    let mut data = load(config)?;
+pub fn load_limited(config: &JobConfig, progress: &indicatif::ProgressBar) -> Result<HostData> {
+    let mut data = load_showing(config, progress)?;
     if let Some(n) = config.max_train_rows {
         data.train = data.train.truncate(n);
     }
@@ -172,6 +181,18 @@ pub fn load_limited(config: &JobConfig) -> Result<HostData> {
         data.valid = data.valid.truncate(n);
     }
     Ok(data)
+}
+
+/// Class names in output order: numerically when every name is an integer, otherwise as text;
+/// each name once.
+pub fn class_order(mut names: Vec<String>) -> Vec<String> {
+    if names.iter().all(|n| n.parse::<i64>().is_ok()) {
+        names.sort_by_key(|n| n.parse::<i64>().expect("checked just above"));
+    } else {
+        names.sort();
+    }
+    names.dedup();
+    names
 }
 
 /// A seeded split: a random `fraction` of the rows is held out for validation; both parts keep

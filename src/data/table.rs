@@ -154,13 +154,7 @@ fn class_key(text: &str) -> String {
 /// otherwise the strings sorted.
 pub fn classes_of(csv: &TextCsv, label: &str) -> Result<Vec<String>> {
     let c = csv.column(label, "data.label")?;
-    let mut keys: Vec<String> = csv.texts(c).map(|(t, _)| class_key(t)).collect();
-    if keys.iter().all(|k| k.parse::<i64>().is_ok()) {
-        keys.sort_by_key(|k| k.parse::<i64>().expect("checked just above"));
-    } else {
-        keys.sort();
-    }
-    keys.dedup();
+    let keys = super::class_order(csv.texts(c).map(|(t, _)| class_key(t)).collect());
     if keys.is_empty() {
         return Err(csv.fail("no data rows".to_string()));
     }

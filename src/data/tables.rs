@@ -43,6 +43,7 @@ pub fn load(config: &JobConfig, spec: &TableSpec) -> Result<HostData> {
         stats: None,
         classes: training.classes,
         features: training.features,
+        image_size: None,
     };
     if spec.standardize {
         standardize(&mut data, spec)?;

@@ -207,7 +207,7 @@ fn apply_overrides(config: &mut JobConfig, args: &TrainArgs) -> Result<()> {
 fn load_data(config: &mut JobConfig, console: &Console) -> Result<HostData> {
     console.status("reading data");
     let t = Instant::now();
-    let data = data::load_limited(config)?;
+    let data = data::load_limited(config, &console.counter("reading images"))?;
     resolve_from_data(config, &data)?;
     check_batches(config, data.train.rows())?;
     console.line(&format!(
@@ -222,13 +222,17 @@ fn load_data(config: &mut JobConfig, console: &Console) -> Result<HostData> {
 
 /// Writes into `config` what the data decided, checking it against what the config said.
 fn resolve_from_data(config: &mut JobConfig, data: &HostData) -> Result<()> {
-    if let DataSpec::Table(t) = &mut config.data {
-        if let Some(s) = &data.stats {
-            t.stats = Some(s.clone());
+    match &mut config.data {
+        DataSpec::Table(t) => {
+            if let Some(s) = &data.stats {
+                t.stats = Some(s.clone());
+            }
+            if t.features.is_none() {
+                t.features = data.features.clone();
+            }
         }
-        if t.features.is_none() {
-            t.features = data.features.clone();
-        }
+        DataSpec::Images(i) => i.size = data.image_size,
+        DataSpec::Idx { .. } => {}
     }
     if data.classes.is_some() {
         config.classes = data.classes.clone();

@@ -1,0 +1,237 @@
+//! `ember init`: a commented job file inferred from the user's own data, written to stdout, and
+//! one line for stderr saying what was inferred and why. Its defaults are ones that train well
+//! on small data: standardised columns, Adam at 1e-3, shuffled batches of a size that fits.
+
+use crate::data::{class_order, images, table};
+use crate::error::{EmberError, Result};
+use crate::input_err;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// A job file and the reason for its task.
+pub struct Draft {
+    pub toml: String,
+    pub why: String,
+}
+
+/// Labels with at most this many distinct integers are classes; more are a regression target.
+const MAX_INTEGER_CLASSES: usize = 20;
+
+/// Rows per step: about a fiftieth of the training rows, a power of two from 16 to 256.
+fn batch_size(train_rows: usize) -> usize {
+    let target = (train_rows / 50).max(1);
+    let mut size = 16;
+    while size * 2 <= target && size < 256 {
+        size *= 2;
+    }
+    size
+}
+
+/// The task a label column calls for, and why.
+fn task_of(values: &[&str], label: &str) -> (&'static str, String) {
+    let distinct = class_order(values.iter().map(|v| v.to_string()).collect());
+    let integers = values.iter().all(|v| v.parse::<i64>().is_ok());
+    let numbers = values
+        .iter()
+        .all(|v| v.parse::<f64>().is_ok_and(f64::is_finite));
+    let shown = || match distinct.len() {
+        0..=6 => distinct.join(", "),
+        n => format!("{}, … {} more", distinct[..6].join(", "), n - 6),
+    };
+    if distinct.len() == 2 {
+        let why = format!(
+            "\"{label}\" has two values ({}); \"{}\" is the positive class",
+            shown(),
+            distinct[1]
+        );
+        ("binary", why)
+    } else if !numbers {
+        let why = format!(
+            "\"{label}\" holds text: {} classes ({})",
+            distinct.len(),
+            shown()
+        );
+        ("classification", why)
+    } else if integers && distinct.len() <= MAX_INTEGER_CLASSES {
+        let why = format!(
+            "\"{label}\" holds {} integer values ({})",
+            distinct.len(),
+            shown()
+        );
+        ("classification", why)
+    } else {
+        let why = format!(
+            "\"{label}\" holds numbers with {} distinct values",
+            distinct.len()
+        );
+        ("regression", why)
+    }
+}
+
+fn quoted(names: &[String]) -> String {
+    let q: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    format!("[{}]", q.join(", "))
+}
+
+/// The common head and tail of a drafted job file.
+fn job_file(command: &str, task: &str, rows: usize, data: &str, hidden: &str) -> String {
+    let train_rows = rows * 4 / 5;
+    let mut t = String::new();
+    let _ = writeln!(t, "# Written by `{command}`: a starting point to edit.");
+    let _ = writeln!(t, "# Train it with: ember train THIS_FILE.toml\n");
+    let _ = writeln!(t, "task = \"{task}\"");
+    let _ = writeln!(t, "# Passes over the training rows.\nepochs = 20");
+    let _ = writeln!(
+        t,
+        "# Rows per step: about 1/50 of the {train_rows} training rows, from 16 to 256.\nbatch_size = {}",
+        batch_size(train_rows)
+    );
+    let _ = writeln!(
+        t,
+        "# A new order of the rows every epoch, drawn from the seed.\nshuffle = true\nseed = 42\n"
+    );
+    let _ = writeln!(t, "[data]\n{data}");
+    let _ = writeln!(
+        t,
+        "# A seeded fifth of the rows, held out to validate on.\nvalid_fraction = 0.2\n"
+    );
+    let _ = writeln!(
+        t,
+        "[model]\n# Widths of the hidden layers ([] for a linear model).\nhidden = {hidden}"
+    );
+    let _ = writeln!(
+        t,
+        "# relu, tanh, gelu, sigmoid or identity.\nactivation = \"relu\"\n"
+    );
+    let _ = writeln!(
+        t,
+        "# sgd, adam or adamw; see README.md for schedules, clipping, early stopping."
+    );
+    let _ = writeln!(t, "[adam]\nlr = 1e-3");
+    t
+}
+
+/// `ember init --csv PATH --label COLUMN`.
+pub fn from_csv(path: &Path, label: &str) -> Result<Draft> {
+    let csv = table::read_text(path)?;
+    let at = csv.column(label, "--label")?;
+    if csv.records.len() < 2 {
+        return Err(EmberError::file(path, "fewer than 2 data rows"));
+    }
+    let values: Vec<&str> = csv.records.iter().map(|r| &r[at]).collect();
+    let (task, why) = task_of(&values, label);
+    let numeric = |c: usize| {
+        csv.records
+            .iter()
+            .all(|r| r[c].parse::<f32>().is_ok_and(f32::is_finite))
+    };
+    let others: Vec<usize> = (0..csv.header.len()).filter(|&c| c != at).collect();
+    let text: Vec<String> = others
+        .iter()
+        .filter(|&&c| !numeric(c))
+        .map(|&c| csv.header[c].clone())
+        .collect();
+    if text.len() == others.len() {
+        return Err(EmberError::file(
+            path,
+            format!("no numeric column besides \"{label}\" to learn from"),
+        ));
+    }
+    let mut data = format!("csv = \"{}\"\nlabel = \"{label}\"\n", path.display());
+    if !text.is_empty() {
+        let _ = writeln!(
+            data,
+            "# Columns that are not numbers, left out of the inputs:\nignore = {}",
+            quoted(&text)
+        );
+    }
+    data.push_str("# Every input column scaled to zero mean and unit deviation (training split's statistics).\nstandardize = true");
+    let command = format!("ember init --csv {} --label {label}", path.display());
+    Ok(Draft {
+        toml: job_file(&command, task, csv.records.len(), &data, "[64, 64]"),
+        why: format!("inferred task = \"{task}\": {why}"),
+    })
+}
+
+/// `ember init --images DIR`.
+pub fn from_images(dir: &Path) -> Result<Draft> {
+    let (items, classes) = images::list(dir, None)?;
+    let first = &items[0].path;
+    let img = image::open(first)
+        .map_err(|e| EmberError::file(first, format!("not a readable PNG or JPEG image ({e})")))?;
+    let gray = matches!(
+        img.color(),
+        image::ColorType::L8
+            | image::ColorType::La8
+            | image::ColorType::L16
+            | image::ColorType::La16
+    );
+    let (h, w) = (img.height() as usize, img.width() as usize);
+    // An MLP reads every pixel: large images are shrunk to 64 pixels on their longer side.
+    let scale = 64.0 / h.max(w) as f64;
+    let (h, w) = if scale < 1.0 {
+        (
+            ((h as f64 * scale).round() as usize).max(1),
+            ((w as f64 * scale).round() as usize).max(1),
+        )
+    } else {
+        (h, w)
+    };
+    let (task, need) = match classes.len() {
+        0 | 1 => {
+            return Err(input_err!(
+                "{}: one class folder; training needs at least two",
+                dir.display()
+            ));
+        }
+        2 => (
+            "binary",
+            format!(
+                "two class folders ({}); \"{}\" is the positive class",
+                classes.join(", "),
+                classes[1]
+            ),
+        ),
+        n => ("classification", format!("{n} class folders")),
+    };
+    let channels = if gray { "grayscale" } else { "rgb" };
+    let data = format!(
+        "source = \"images\"\ndir = \"{}\"\n# [height, width] every image is resized to (from {}).\nimage_size = [{h}, {w}]\n\
+         # grayscale or rgb.\nchannels = \"{channels}\"\n# Pixels / 255.\ninput_scale = \"unit\"",
+        dir.display(),
+        first.display()
+    );
+    let command = format!("ember init --images {}", dir.display());
+    Ok(Draft {
+        toml: job_file(&command, task, items.len(), &data, "[256, 128]"),
+        why: format!(
+            "inferred task = \"{task}\": {need}, {} images; image_size [{h}, {w}] and {channels} from {}",
+            items.len(),
+            first.display()
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_task_follows_the_label_values() {
+        assert_eq!(task_of(&["no", "yes", "no"], "y").0, "binary");
+        assert_eq!(task_of(&["0", "1"], "y").0, "binary");
+        assert_eq!(task_of(&["cat", "dog", "emu"], "y").0, "classification");
+        assert_eq!(task_of(&["1", "2", "3", "2"], "y").0, "classification");
+        assert_eq!(task_of(&["1.5", "2.25", "3.0"], "y").0, "regression");
+        let many: Vec<String> = (0..50).map(|i| i.to_string()).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(task_of(&many, "y").0, "regression");
+    }
+
+    #[test]
+    fn batches_fit_the_data() {
+        assert_eq!(batch_size(100), 16);
+        assert_eq!(batch_size(3_200), 64);
+        assert_eq!(batch_size(1_000_000), 256);
+    }
+}
