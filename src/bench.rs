@@ -82,7 +82,8 @@ pub fn run<D: Backends>(
     max_train_rows: Option<usize>,
 ) -> Result<BenchReport> {
     let epochs = epochs.max(2);
-    let config = crate::config::load(config_path)?;
+    // A bad job file fails before any device is opened.
+    crate::config::load(config_path)?;
     let device = device::choose(request)?;
     let scratch = std::env::temp_dir().join(format!("ember-bench-{}", std::process::id()));
     std::fs::remove_dir_all(&scratch).ok();
@@ -116,10 +117,9 @@ pub fn run<D: Backends>(
     );
     let last = report.history.last().expect("a finished run has epochs");
 
-    // The bare loop on the same data and model.
-    let mut config = config;
+    // The bare loop on the same data and model: the run's config, resolved from its data.
+    let mut config = report.config.clone();
     config.epochs = epochs;
-    config.max_train_rows = max_train_rows.or(config.max_train_rows);
     let data = data::load_limited(&config, &indicatif::ProgressBar::hidden())?;
     let bare_epochs = D::dispatch(
         device,

@@ -176,3 +176,28 @@ fn every_module_the_architecture_page_names_exists() {
     }
     assert!(named > 30, "only {named} modules named");
 }
+
+#[test]
+fn bench_times_the_learner_and_the_bare_loop_of_each_preset() {
+    for job in ["fashion-mlp", "tabular-mlp", "linear-scalar"] {
+        let cfg = format!("configs/{job}.toml");
+        let out = ember(&[
+            "bench",
+            &cfg,
+            "--device",
+            "cpu",
+            "--epochs",
+            "2",
+            "--max-train-rows",
+            "2048",
+            "--json",
+        ]);
+        ok(&out);
+        let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(report["job"], job);
+        for part in ["learner", "bare"] {
+            let rate = report[part]["steps_per_s"].as_f64().unwrap();
+            assert!(rate > 0.0, "{job} {part}: {rate}");
+        }
+    }
+}
