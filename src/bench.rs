@@ -98,6 +98,7 @@ pub fn run<D: Backends>(
         max_train_rows,
         max_valid_rows: None,
         resume: None,
+        set: Vec::new(),
         init_from: None,
         tui: false,
         checkpoint_every: crate::train::DEFAULT_CHECKPOINT_SECONDS,

@@ -212,10 +212,14 @@ pub fn eval_split(config: &JobConfig, split: SplitName, data: Option<&Path>) -> 
     if let Some(d) = data {
         config.max_train_rows = None;
         config.max_valid_rows = None;
-        match &mut config.data {
-            DataSpec::Idx { dir, .. } => *dir = Some(d.to_path_buf()),
-            DataSpec::Table(t) => t.csv = Some(d.to_path_buf()),
-            DataSpec::Images(i) => i.dir = d.to_path_buf(),
+        // Another CSV file or image folder is one split: all of it.
+        match &config.data {
+            DataSpec::Table(t) => return data::tables::read_file(&config, t, d),
+            DataSpec::Images(i) => return images::read_folder(&config, i, d),
+            DataSpec::Idx { .. } => {}
+        }
+        if let DataSpec::Idx { dir, .. } = &mut config.data {
+            *dir = Some(d.to_path_buf());
         }
     }
     let loaded = data::load_limited(&config, &indicatif::ProgressBar::hidden())?;

@@ -68,8 +68,13 @@ fn task_of(values: &[&str], label: &str) -> (&'static str, String) {
     }
 }
 
+/// `text` as a TOML string, escaped.
+fn quote(text: &str) -> String {
+    toml::Value::String(text.to_string()).to_string()
+}
+
 fn quoted(names: &[String]) -> String {
-    let q: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    let q: Vec<String> = names.iter().map(|n| quote(n)).collect();
     format!("[{}]", q.join(", "))
 }
 
@@ -137,7 +142,11 @@ pub fn from_csv(path: &Path, label: &str) -> Result<Draft> {
             format!("no numeric column besides \"{label}\" to learn from"),
         ));
     }
-    let mut data = format!("csv = \"{}\"\nlabel = \"{label}\"\n", path.display());
+    let mut data = format!(
+        "csv = {}\nlabel = {}\n",
+        quote(&path.display().to_string()),
+        quote(label)
+    );
     if !text.is_empty() {
         let _ = writeln!(
             data,
@@ -196,9 +205,9 @@ pub fn from_images(dir: &Path) -> Result<Draft> {
     };
     let channels = if gray { "grayscale" } else { "rgb" };
     let data = format!(
-        "source = \"images\"\ndir = \"{}\"\n# [height, width] every image is resized to (from {}).\nimage_size = [{h}, {w}]\n\
+        "source = \"images\"\ndir = {}\n# [height, width] every image is resized to (from {}).\nimage_size = [{h}, {w}]\n\
          # grayscale or rgb.\nchannels = \"{channels}\"\n# Pixels / 255.\ninput_scale = \"unit\"",
-        dir.display(),
+        quote(&dir.display().to_string()),
         first.display()
     );
     let command = format!("ember init --images {}", dir.display());

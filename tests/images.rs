@@ -79,7 +79,21 @@ fn fashion_test_images_as_png_folders_decode_and_train_as_the_idx_files() {
         "the PNG pixels differ from the IDX pixels"
     );
 
-    // The same images, in the same order, as IDX files.
+    // The same images, in the order ember reads the folder (a seeded shuffle of the files), as
+    // IDX files.
+    let (items, _) = ember::data::images::list(&folder, None).unwrap();
+    let order: Vec<usize> = ember::data::images::ordered(items, 3)
+        .iter()
+        .map(|item| {
+            item.path
+                .file_stem()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
     let idx = dir.join("idx");
     std::fs::create_dir_all(&idx).unwrap();
     let pixels: Vec<u8> = order

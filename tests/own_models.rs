@@ -123,6 +123,17 @@ fn string_classes_from_a_csv_train_evaluate_and_predict_by_name() {
         .unwrap();
     assert!(acc >= 95.0, "{line}");
 
+    let other = ember(&[
+        "eval",
+        path_str(&run),
+        "--data",
+        path_str(&test),
+        "--device",
+        "cpu",
+    ]);
+    ok(&other);
+    assert!(stdout(&other).contains("(150 rows"), "{}", stdout(&other));
+
     let predicted = dir.join("predicted.csv");
     ok(&ember(&[
         "predict",
@@ -393,7 +404,45 @@ fn bad_own_data_gets_one_line_naming_the_file_and_value() {
             "batch_size = 64 is larger than the 3 training rows, and drop_last = true".into(),
         ),
     ];
-    for (cfg, needle) in cases {
+    let empty = config(&dir, "empty.csv", "a,b,y\n");
+    let more: Vec<(PathBuf, String)> = vec![
+        (
+            job(
+                &format!("valid_csv = \"{}\"\n", empty.display()),
+                "hidden = [4]\n",
+                "",
+            ),
+            "empty.csv: no data rows, only a header".into(),
+        ),
+        (
+            config(
+                &dir,
+                "idx-regression.toml",
+                "task = \"regression\"\n[data]\ndir = \"somewhere\"\n[model]\nhidden = []\n[sgd]\nlr = 0.1\n",
+            ),
+            "task = \"regression\": an idx source gives classes".into(),
+        ),
+        (
+            config(
+                &dir,
+                "ls-targets.toml",
+                &format!(
+                    "job = \"linear-scalar\"\n[data]\ncsv = \"{}\"\ntargets = [\"a\", \"b\"]\n[adam]\nlr = 0.01\n",
+                    data.display()
+                ),
+            ),
+            "the linear-scalar job predicts one target".into(),
+        ),
+        (
+            job(
+                "",
+                "hidden = [4]\n",
+                "epochs = 2\n[schedule]\nkind = \"warmup-cosine\"\nwarmup_epochs = 2\n",
+            ),
+            "schedule.warmup_epochs = 2 must be shorter than the schedule (2 epochs".into(),
+        ),
+    ];
+    for (cfg, needle) in cases.into_iter().chain(more) {
         bad_input(&train(&cfg, &out, &[]), &needle);
         assert!(!out.exists(), "{needle}: a run folder was left");
     }

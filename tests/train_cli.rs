@@ -201,3 +201,60 @@ fn bench_times_the_learner_and_the_bare_loop_of_each_preset() {
         }
     }
 }
+
+#[test]
+fn set_overrides_fields_checks_them_and_records_them() {
+    let dir = scratch("set-overrides");
+    let run = dir.join("run");
+    ok(&ember(&[
+        "train",
+        "configs/tabular-mlp.toml",
+        "--device",
+        "cpu",
+        "--max-train-rows",
+        "2048",
+        "--set",
+        "adam.lr=3e-4",
+        "--set",
+        "model.hidden=[8, 4]",
+        "--set",
+        "epochs=1",
+        "--out",
+        path_str(&run),
+        "-q",
+    ]));
+    let resolved = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    for want in [
+        "lr = 0.0003",
+        "hidden = [8, 4]",
+        "epochs = 1",
+        "overrides = [",
+    ] {
+        assert!(resolved.contains(want), "{want} not in {resolved}");
+    }
+    let bad = dir.join("bad");
+    for (set, needle) in [
+        ("adam.lrr=1", "--set adam.lrr=1: unknown field `lrr`"),
+        (
+            "epochs=ten",
+            "--set epochs=ten: invalid type: string \"ten\"",
+        ),
+        (
+            "model.activation=swish",
+            "--set model.activation=swish: unknown variant `swish`",
+        ),
+    ] {
+        let out = ember(&[
+            "train",
+            "configs/tabular-mlp.toml",
+            "--device",
+            "cpu",
+            "--set",
+            set,
+            "--out",
+            path_str(&bad),
+        ]);
+        bad_input(&out, needle);
+        assert!(!bad.exists());
+    }
+}

@@ -192,4 +192,14 @@ fn early_stopping_stops_where_the_history_says_and_keeps_the_best_model() {
         "{line} vs epoch {best_epoch}: {want}"
     );
     assert!(run.join("model-best.safetensors").is_file());
+    let again = ember(&[
+        "train",
+        "--resume",
+        path_str(&run),
+        "--epochs",
+        "90",
+        "--device",
+        "cpu",
+    ]);
+    common::bad_input(&again, "early stopping ended this run after epoch");
 }

@@ -245,6 +245,7 @@ impl RawConfig {
                 .map(|c| positive("clip_grad_norm", c))
                 .transpose()?,
             early_stopping: self.check_early_stopping(task)?,
+            overrides: self.overrides.clone(),
         })
     }
 
@@ -384,7 +385,7 @@ impl RawConfig {
 
     fn check_data(&self, defaults: &Defaults, task: Task) -> Result<DataSpec> {
         match self.source(defaults)? {
-            Source::Idx => self.check_idx(),
+            Source::Idx => self.check_idx(task),
             Source::Images => self.check_images(task).map(DataSpec::Images),
             source => self
                 .check_table(defaults, task, source)
@@ -413,9 +414,14 @@ impl RawConfig {
         Ok(())
     }
 
-    fn check_idx(&self) -> Result<DataSpec> {
+    fn check_idx(&self, task: Task) -> Result<DataSpec> {
         let d = &self.data;
         let why = "by an idx source";
+        if task == Task::Regression {
+            return Err(input_err!(
+                "task = \"regression\": an idx source gives classes (its label file)"
+            ));
+        }
         self.reject_table_fields(why)?;
         reject("data.valid_dir", d.valid_dir.is_some(), why)?;
         reject("data.test_dir", d.test_dir.is_some(), why)?;
@@ -483,6 +489,11 @@ impl RawConfig {
             _ => {}
         }
         let linear_scalar = self.job == Some(Preset::LinearScalar);
+        if linear_scalar && d.targets.as_ref().is_some_and(|t| t.len() != 1) {
+            return Err(input_err!(
+                "data.targets: the linear-scalar job predicts one target; name it in data.label"
+            ));
+        }
         if !linear_scalar {
             reject(
                 "data.scalar_column",

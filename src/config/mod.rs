@@ -11,6 +11,7 @@
 //! a run can be resumed, evaluated and exported from its folder alone.
 
 mod check;
+mod overrides;
 mod raw;
 
 pub use raw::{RawAdam, RawConfig, RawData, RawEarlyStopping, RawModel, RawSchedule, RawSgd};
@@ -302,13 +303,24 @@ pub struct JobConfig {
     pub schedule: ScheduleSpec,
     pub clip_grad_norm: Option<f64>,
     pub early_stopping: Option<EarlyStopping>,
+    /// The `--set` overrides the config was made with, as given (already applied).
+    pub overrides: Vec<String>,
 }
 
 /// Reads and checks a job file.
 pub fn load(path: &Path) -> Result<JobConfig> {
+    load_with(path, &[])
+}
+
+/// Reads a job file, applies `--set KEY=VALUE` overrides, and checks the result.
+pub fn load_with(path: &Path, overrides: &[String]) -> Result<JobConfig> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| EmberError::file(path, crate::fs::describe_io(&e)))?;
     let raw = parse(path, &text)?;
+    let raw = match overrides {
+        [] => raw,
+        _ => overrides::apply(&text, overrides)?,
+    };
     raw.check().map_err(|e| match e {
         EmberError::Input(msg) => EmberError::Input(format!("{}: {msg}", path.display())),
         other => other,
@@ -389,6 +401,7 @@ impl JobConfig {
             adamw,
             schedule: self.raw_schedule(),
             clip_grad_norm: self.clip_grad_norm,
+            overrides: self.overrides.clone(),
             early_stopping: self.early_stopping.as_ref().map(|e| RawEarlyStopping {
                 metric: Some(e.metric),
                 patience: e.patience,
@@ -430,13 +443,44 @@ impl JobConfig {
         }
     }
 
-    /// Fixes a cosine schedule's length at this run's epochs (a resumed run keeps its own).
-    pub fn fix_schedule_length(&mut self) {
-        if let ScheduleSpec::Cosine { epochs, .. } = &mut self.schedule
+    /// Fixes a cosine schedule's length at this run's epochs (a resumed run keeps its own); the
+    /// warm-up must end before it.
+    pub fn fix_schedule_length(&mut self) -> Result<()> {
+        if let ScheduleSpec::Cosine { epochs, warmup, .. } = &mut self.schedule {
+            let length = *epochs.get_or_insert(self.epochs as f64);
+            if *warmup >= length {
+                return Err(input_err!(
+                    "schedule.warmup_epochs = {warmup} must be shorter than the schedule ({length} epochs; schedule.epochs or the run's epochs)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// This config with what a run learned from its data taken from `resolved` (class names,
+    /// widths, columns, statistics, image size, schedule length): to compare a job file with the
+    /// `config.toml` of a run made from it.
+    pub fn with_data_of(&self, resolved: &JobConfig) -> JobConfig {
+        let mut c = self.clone();
+        c.epochs = resolved.epochs;
+        c.classes = resolved.classes.clone();
+        c.model.inputs = resolved.model.inputs;
+        c.model.outputs = resolved.model.outputs;
+        if let (ScheduleSpec::Cosine { epochs, .. }, ScheduleSpec::Cosine { epochs: e, .. }) =
+            (&mut c.schedule, &resolved.schedule)
             && epochs.is_none()
         {
-            *epochs = Some(self.epochs as f64);
+            *epochs = *e;
         }
+        match (&mut c.data, &resolved.data) {
+            (DataSpec::Table(t), DataSpec::Table(r)) => {
+                t.features = t.features.clone().or_else(|| r.features.clone());
+                t.stats = t.stats.clone().or_else(|| r.stats.clone());
+            }
+            (DataSpec::Images(i), DataSpec::Images(r)) => i.size = i.size.or(r.size),
+            _ => {}
+        }
+        c
     }
 
     fn raw_optimizer(&self) -> (Option<RawSgd>, Option<RawAdam>, Option<RawAdam>) {
@@ -545,8 +589,10 @@ impl JobConfig {
     /// count is left out: a run continued for more epochs is still the same recipe.
     pub fn hash(&self) -> String {
         use sha2::{Digest, Sha256};
+        // Nor are the overrides: the values they set are in the recipe already.
         let recipe = JobConfig {
             epochs: 0,
+            overrides: Vec::new(),
             ..self.clone()
         };
         let digest = Sha256::digest(recipe.to_toml().as_bytes());

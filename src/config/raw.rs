@@ -48,6 +48,9 @@ pub struct RawConfig {
     /// The learning-rate schedule; absent, the rate is constant.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<RawSchedule>,
+    /// The `--set KEY=VALUE` overrides applied to the job file (recorded by ember).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<String>,
     /// Stop when a validation metric stops improving.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub early_stopping: Option<RawEarlyStopping>,

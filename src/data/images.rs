@@ -223,7 +223,7 @@ pub fn load(
         ));
     }
     let decode = decoder(spec, &items[0].path)?;
-    let all = read_split(items, decode, config.task, progress)?;
+    let all = read_split(ordered(items, config.seed), decode, config.task, progress)?;
     let other = |dir: &PathBuf| -> Result<HostSplit> {
         let (items, _) = list(dir, Some(&classes))?;
         read_split(items, decode, config.task, progress)
@@ -244,6 +244,30 @@ pub fn load(
         features: None,
         image_size: Some(decode.size),
     })
+}
+
+/// The training images in a seeded random order (as Keras' `image_dataset_from_directory`
+/// shuffles its file list): the class-major listing would otherwise make row limits keep the
+/// first classes only, and unshuffled batches hold one class each.
+pub fn ordered(items: Vec<Item>, seed: u64) -> Vec<Item> {
+    let perm = crate::rng::permutation(&mut crate::rng::stream(seed, "images", 0), items.len());
+    perm.into_iter().map(|i| items[i].clone()).collect()
+}
+
+/// One folder of class subfolders (`ember eval --data`), on the run's classes.
+pub fn read_folder(
+    config: &crate::config::JobConfig,
+    spec: &ImageSpec,
+    dir: &Path,
+) -> Result<HostSplit> {
+    let (items, _) = list(dir, config.classes.as_deref())?;
+    let decode = decoder(spec, &items[0].path)?;
+    read_split(
+        items,
+        decode,
+        config.task,
+        &indicatif::ProgressBar::hidden(),
+    )
 }
 
 /// The images `ember predict` reads: one file, or every PNG and JPEG file under a folder (in

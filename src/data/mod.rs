@@ -8,7 +8,7 @@ pub mod images;
 pub mod loader;
 pub mod synthetic;
 pub mod table;
-mod tables;
+pub mod tables;
 
 use crate::config::{DataSpec, JobConfig, Standardization};
 use crate::error::Result;
@@ -159,7 +159,8 @@ pub fn load_showing(config: &JobConfig, progress: &indicatif::ProgressBar) -> Re
             input_scale,
             valid_fraction,
         } => {
-            let mut data = fashion::load(dir.as_deref(), *input_scale, config.classes.as_deref())?;
+            let data = fashion::load(dir.as_deref(), *input_scale, config.classes.as_deref())?;
+            let mut data = for_task(data, config.task)?;
             if *valid_fraction > 0.0 {
                 let (train, valid) = split(data.train, *valid_fraction, config.seed);
                 data.train = train;
@@ -169,6 +170,35 @@ pub fn load_showing(config: &JobConfig, progress: &indicatif::ProgressBar) -> Re
         }
         DataSpec::Table(spec) => tables::load(config, spec),
     }
+}
+
+/// The class labels of an idx source as `task` takes them: a binary task needs exactly two
+/// classes (0/1 labels, the second class positive), a classification at least two.
+fn for_task(mut data: HostData, task: crate::config::Task) -> Result<HostData> {
+    let classes = data.classes.clone().unwrap_or_default();
+    let binary = task == crate::config::Task::Binary;
+    if (binary && classes.len() != 2) || classes.len() < 2 {
+        return Err(crate::input_err!(
+            "{}: the labels hold {} classes ({}); a {} task needs {}",
+            data.source,
+            classes.len(),
+            classes.join(", "),
+            if binary { "binary" } else { "classification" },
+            if binary {
+                "exactly two"
+            } else {
+                "at least two"
+            }
+        ));
+    }
+    if binary {
+        for split in [&mut data.train, &mut data.valid] {
+            if let Labels::Classes(l) = &split.labels {
+                split.labels = Labels::Binary(l.clone());
+            }
+        }
+    }
+    Ok(data)
 }
 
 /// Loads a job's data and keeps the rows the config allows (`max_train_rows`, `max_valid_rows`).

@@ -197,6 +197,9 @@ pub fn to_split(
     task: Task,
     classes: Option<&[String]>,
 ) -> Result<HostSplit> {
+    if csv.records.is_empty() {
+        return Err(csv.fail("no data rows, only a header".to_string()));
+    }
     let cols = |names: &[String], field: &str| -> Result<Vec<usize>> {
         names.iter().map(|n| csv.column(n, field)).collect()
     };

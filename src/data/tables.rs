@@ -140,6 +140,27 @@ fn built_in(config: &JobConfig) -> Result<Training> {
     })
 }
 
+/// Another file of a run's table (`ember eval --data`): all its rows, with the run's columns,
+/// classes and statistics.
+pub fn read_file(config: &JobConfig, spec: &TableSpec, path: &Path) -> Result<HostSplit> {
+    let csv = table::read_text(path)?;
+    let features = match &spec.features {
+        Some(f) => f.clone(),
+        None => table::feature_names(&csv, spec)?,
+    };
+    let mut split = table::to_split(
+        &csv,
+        spec,
+        &features,
+        config.task,
+        config.classes.as_deref(),
+    )?;
+    if let Some(stats) = &spec.stats {
+        super::apply_stats(&mut split, stats);
+    }
+    Ok(split)
+}
+
 /// A validation or test file, read with the training file's columns and classes.
 fn read_other(
     path: &Path,

@@ -133,7 +133,7 @@ impl<B: Backend> RegressionTotals<B> {
     }
 
     /// MAE and R² (one device read), from the pass's mean loss (the mean squared error).
-    fn read(&self, mse: f64, rows: usize) -> (f64, f64) {
+    fn read(&self, mse: f64, rows: usize) -> (f64, Option<f64>) {
         let k = self.targets;
         let all = Tensor::cat(
             vec![
@@ -150,7 +150,11 @@ impl<B: Backend> RegressionTotals<B> {
         let n = rows.max(1) as f64;
         let sst: f64 = (0..k).map(|c| v[1 + k + c] - v[1 + c] * v[1 + c] / n).sum();
         let mae = v[0] / (n * k as f64);
-        (mae, 1.0 - mse * n * k as f64 / sst)
+        // Pooled over the targets (1 - total SSE / total SST); none where the targets do not vary.
+        let r2 = (rows >= 2 && sst > 0.0)
+            .then(|| 1.0 - mse * n * k as f64 / sst)
+            .filter(|r| r.is_finite());
+        (mae, r2)
     }
 }
 
@@ -206,7 +210,7 @@ impl<B: Backend> StepTotals<B> {
             loss,
             accuracy: self.correct.clone().map(|c| scalar(c) / n),
             mae: regression.map(|r| r.0),
-            r2: regression.map(|r| r.1),
+            r2: regression.and_then(|r| r.1),
             rows: self.rows,
         }
     }

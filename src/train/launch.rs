@@ -254,6 +254,17 @@ impl TrainTask<'_> {
                 run.file(folder::CONFIG).display()
             ));
         }
+        if let Some(rule) = &self.config.early_stopping
+            && super::early_stop::decide(&manifest.history, rule).is_some_and(|d| d.stop)
+        {
+            return Err(input_err!(
+                "{}: early stopping ended this run after epoch {} ({} epochs without an improvement); its best model is {}",
+                run.path.display(),
+                manifest.epoch,
+                rule.patience,
+                folder::MODEL_BEST_BURN
+            ));
+        }
         if manifest.epoch >= self.config.epochs {
             return Err(input_err!(
                 "{}: already trained all {} epochs; pass --epochs N (N > {}) to train further",

@@ -56,6 +56,10 @@ pub struct TrainArgs {
     /// Validate on the first N rows only.
     #[arg(long, value_name = "N")]
     pub max_valid_rows: Option<usize>,
+    /// Override a field of the job file, as KEY=VALUE with a TOML value (repeatable):
+    /// `--set adam.lr=3e-4 --set model.hidden=[256,256] --set data.label=y`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
     /// Continue the run in this folder from its last complete checkpoint.
     #[arg(long, value_name = "RUN_DIR")]
     pub resume: Option<PathBuf>,
@@ -124,15 +128,22 @@ fn resolve_config(
     args: &TrainArgs,
     console: &Console,
 ) -> Result<JobConfig> {
-    let mut config =
-        match &args.resume {
-            Some(dir) => resumed_config(dir, config_path, console)?,
-            None => crate::config::load(config_path.ok_or_else(|| {
+    let mut config = match &args.resume {
+        Some(_) if !args.set.is_empty() => {
+            return Err(input_err!(
+                "--set: a resumed run keeps the config it started with (only --epochs may grow)"
+            ));
+        }
+        Some(dir) => resumed_config(dir, config_path, console)?,
+        None => crate::config::load_with(
+            config_path.ok_or_else(|| {
                 input_err!("ember train needs a config file (or --resume RUN_DIR)")
-            })?)?,
-        };
+            })?,
+            &args.set,
+        )?,
+    };
     apply_overrides(&mut config, args)?;
-    config.fix_schedule_length();
+    config.fix_schedule_length()?;
     Ok(config)
 }
 
@@ -142,11 +153,7 @@ fn resumed_config(dir: &Path, given: Option<&Path>, console: &Console) -> Result
     let saved = crate::config::load(&dir.join(folder::CONFIG))?;
     if let Some(path) = given {
         let given = crate::config::load(path)?;
-        if (JobConfig {
-            epochs: saved.epochs,
-            ..given
-        }) != saved
-        {
+        if given.with_data_of(&saved) != saved {
             console.line(&format!(
                 "note: {} differs from the run's config.toml; resuming with the run's own",
                 path.display()
