@@ -19,6 +19,7 @@ pub mod optim;
 pub mod plot;
 pub mod rng;
 pub mod run;
+pub mod sweep;
 pub mod train;
 
 /// The Burn release ember is built on (`Cargo.toml` pins it), recorded in every run's summary and

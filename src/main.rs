@@ -132,6 +132,11 @@ enum Command {
     },
     /// Version, backends compiled in, devices found.
     Info,
+    /// Many trials of one job (seeds, a grid, random draws): `ember sweep plan SWEEP.toml`.
+    Sweep {
+        #[command(subcommand)]
+        action: SweepAction,
+    },
     /// Write a commented job file for your own data to stdout, inferred from the data.
     Init {
         /// A CSV file with a header row.
@@ -148,6 +153,18 @@ enum Command {
         /// A folder of class subfolders of PNG or JPEG images.
         #[arg(long, value_name = "DIR", required_unless_present = "csv")]
         images: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SweepAction {
+    /// List the trials a sweep file expands into, with their overrides and units.
+    Plan {
+        /// The sweep file: `base`, `seeds`, `[grid]`, `[random]`.
+        sweep: PathBuf,
+        /// Override a field of every trial (KEY=VALUE, repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
     },
 }
 
@@ -280,6 +297,9 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
                 false => report.text(),
             }]
         }
+        Command::Sweep {
+            action: SweepAction::Plan { sweep, set },
+        } => vec![ember::sweep::plan(&sweep, &set)?.text()],
         Command::Init { csv, label, images } => {
             init(csv, label, images)?;
             vec![]

@@ -258,3 +258,32 @@ fn set_overrides_fields_checks_them_and_records_them() {
         assert!(!bad.exists());
     }
 }
+
+#[test]
+fn sweep_plan_lists_numbered_trials_and_their_units() {
+    let dir = scratch("sweep-plan");
+    let base = root().join("configs/tabular-mlp.toml");
+    let sweep = dir.join("lr.toml");
+    std::fs::write(
+        &sweep,
+        format!(
+            "base = \"{}\"\nseeds = [1, 2]\n[grid]\n\"adam.lr\" = [0.001, 0.0003]\n\
+             \"model.hidden\" = [[8], [16, 8]]\n",
+            base.display()
+        ),
+    )
+    .unwrap();
+    let out = ember(&["sweep", "plan", path_str(&sweep), "--set", "epochs=3"]);
+    ok(&out);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("sweep lr (base "), "{text}");
+    assert!(lines[0].ends_with(": 8 trials in 2 units"), "{text}");
+    assert_eq!(lines.len(), 2 + 8, "{text}");
+    assert!(
+        lines[2].contains("adam.lr=0.001 model.hidden=[8] seed=1 data.split_seed=42"),
+        "{text}"
+    );
+    let bad = ember(&["sweep", "plan", path_str(&sweep), "--set", "epochs=zero"]);
+    bad_input(&bad, "trial 0: --set epochs=zero: invalid type");
+}

@@ -246,6 +246,7 @@ impl RawConfig {
                 .transpose()?,
             early_stopping: self.check_early_stopping(task)?,
             overrides: self.overrides.clone(),
+            split_seed: self.data.split_seed,
         })
     }
 

@@ -305,6 +305,8 @@ pub struct JobConfig {
     pub early_stopping: Option<EarlyStopping>,
     /// The `--set` overrides the config was made with, as given (already applied).
     pub overrides: Vec<String>,
+    /// `data.split_seed`: the validation split's own seed, when it is not `seed`.
+    pub split_seed: Option<u64>,
 }
 
 /// Reads and checks a job file.
@@ -346,6 +348,11 @@ impl JobConfig {
     /// The job's name in logs, run folders and summaries: the preset's, or "mlp".
     pub fn name(&self) -> &'static str {
         self.preset.map_or("mlp", Preset::name)
+    }
+
+    /// The seed that draws the validation split (and orders image files).
+    pub fn split_seed(&self) -> u64 {
+        self.split_seed.unwrap_or(self.seed)
     }
 
     /// The table spec, for table sources.
@@ -528,6 +535,7 @@ impl JobConfig {
     fn raw_data(&self) -> RawData {
         let mut data = RawData {
             classes: self.classes.clone(),
+            split_seed: self.split_seed,
             ..RawData::default()
         };
         match &self.data {
@@ -705,6 +713,16 @@ mod tests {
         let c = check(text).unwrap();
         assert_eq!(c.name(), "mlp");
         assert_eq!(c.table().unwrap().targets, ["u", "v"]);
+        assert_eq!(c, check(&c.to_toml()).unwrap());
+    }
+
+    #[test]
+    fn the_split_seed_defaults_to_the_seed() {
+        let c = check("job = \"tabular-mlp\"\nseed = 7\n[adam]\nlr = 0.001\n").unwrap();
+        assert_eq!(c.split_seed(), 7);
+        let text = "job = \"tabular-mlp\"\nseed = 7\n[data]\nsplit_seed = 42\n[adam]\nlr = 0.001\n";
+        let c = check(text).unwrap();
+        assert_eq!(c.split_seed(), 42);
         assert_eq!(c, check(&c.to_toml()).unwrap());
     }
 

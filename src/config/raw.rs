@@ -137,6 +137,10 @@ pub struct RawData {
     pub scalar_column: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub valid_fraction: Option<f64>,
+    /// The seed of the validation split (and of the image files' order); unset, `seed`. A
+    /// sweep pins it, so that every trial holds out the same rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split_seed: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub valid_csv: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -223,7 +223,12 @@ pub fn load(
         ));
     }
     let decode = decoder(spec, &items[0].path)?;
-    let all = read_split(ordered(items, config.seed), decode, config.task, progress)?;
+    let all = read_split(
+        ordered(items, config.split_seed()),
+        decode,
+        config.task,
+        progress,
+    )?;
     let other = |dir: &PathBuf| -> Result<HostSplit> {
         let (items, _) = list(dir, Some(&classes))?;
         read_split(items, decode, config.task, progress)
@@ -232,7 +237,7 @@ pub fn load(
     let test = spec.test_dir.as_ref().map(other).transpose()?;
     let (train, valid) = match valid {
         Some(valid) => (all, valid),
-        None => super::split(all, spec.valid_fraction, config.seed),
+        None => super::split(all, spec.valid_fraction, config.split_seed()),
     };
     Ok(super::HostData {
         train,

@@ -162,7 +162,7 @@ pub fn load_showing(config: &JobConfig, progress: &indicatif::ProgressBar) -> Re
             let data = fashion::load(dir.as_deref(), *input_scale, config.classes.as_deref())?;
             let mut data = for_task(data, config.task)?;
             if *valid_fraction > 0.0 {
-                let (train, valid) = split(data.train, *valid_fraction, config.seed);
+                let (train, valid) = split(data.train, *valid_fraction, config.split_seed());
                 data.train = train;
                 data.test = Some(std::mem::replace(&mut data.valid, valid));
             }

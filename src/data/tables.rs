@@ -32,7 +32,7 @@ pub fn load(config: &JobConfig, spec: &TableSpec) -> Result<HostData> {
                     training.all.rows()
                 ));
             }
-            split(training.all, spec.valid_fraction, config.seed)
+            split(training.all, spec.valid_fraction, config.split_seed())
         }
     };
     let mut data = HostData {
