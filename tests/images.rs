@@ -12,17 +12,7 @@ use ember::data::images::{Decode, decode_all};
 use std::path::{Path, PathBuf};
 
 fn train(cfg: &Path, out: &Path) {
-    ok(&ember(&[
-        "train",
-        path_str(cfg),
-        "--device",
-        "cpu",
-        "--threads",
-        "2",
-        "--out",
-        path_str(out),
-        "--quiet",
-    ]));
+    ok(&common::train_on_cpu(cfg, out, &[]));
 }
 
 /// The valid (loss, accuracy) rows of a run.

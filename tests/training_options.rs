@@ -27,19 +27,7 @@ fn table(dir: &Path, name: &str, rows: usize, learnable: bool) -> PathBuf {
 }
 
 fn train(cfg: &Path, out: &Path, extra: &[&str]) {
-    let mut args = vec![
-        "train",
-        path_str(cfg),
-        "--device",
-        "cpu",
-        "--threads",
-        "2",
-        "--out",
-        path_str(out),
-        "--quiet",
-    ];
-    args.extend_from_slice(extra);
-    ok(&ember(&args));
+    ok(&common::train_on_cpu(cfg, out, extra));
 }
 
 /// One column of every `split` row of metrics.csv, by name.

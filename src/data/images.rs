@@ -202,26 +202,8 @@ pub fn load(
     progress: &indicatif::ProgressBar,
 ) -> Result<super::HostData> {
     let (items, classes) = list(&spec.dir, config.classes.as_deref())?;
-    let need = if config.task == Task::Binary {
-        "exactly two"
-    } else {
-        "at least two"
-    };
-    if (config.task == Task::Binary && classes.len() != 2) || classes.len() < 2 {
-        return Err(EmberError::file(
-            &spec.dir,
-            format!(
-                "{} class folders ({}); a {} task needs {need}",
-                classes.len(),
-                classes.join(", "),
-                if config.task == Task::Binary {
-                    "binary"
-                } else {
-                    "classification"
-                }
-            ),
-        ));
-    }
+    super::class_count_fits(&classes, config.task)
+        .map_err(|why| EmberError::file(&spec.dir, format!("the class folders give {why}")))?;
     let decode = decoder(spec, &items[0].path)?;
     let all = read_split(
         ordered(items, config.split_seed()),

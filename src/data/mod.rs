@@ -172,24 +172,43 @@ pub fn load_showing(config: &JobConfig, progress: &indicatif::ProgressBar) -> Re
     }
 }
 
+/// Whether `classes` suit `task`: a binary task needs exactly two, a classification at least
+/// two. The error says how many there are and what the task needs.
+pub fn class_count_fits(
+    classes: &[String],
+    task: crate::config::Task,
+) -> std::result::Result<(), String> {
+    let binary = task == crate::config::Task::Binary;
+    if (binary && classes.len() == 2) || (!binary && classes.len() >= 2) {
+        return Ok(());
+    }
+    let (kind, need) = if binary {
+        ("binary", "exactly two")
+    } else {
+        ("classification", "at least two")
+    };
+    Err(format!(
+        "{} classes ({}); a {kind} task needs {need}",
+        classes.len(),
+        shorten(classes)
+    ))
+}
+
+/// At most eight names, then a count.
+fn shorten(names: &[String]) -> String {
+    match names.len() {
+        0..=8 => names.join(", "),
+        n => format!("{}, … {} more", names[..8].join(", "), n - 8),
+    }
+}
+
 /// The class labels of an idx source as `task` takes them: a binary task needs exactly two
 /// classes (0/1 labels, the second class positive), a classification at least two.
 fn for_task(mut data: HostData, task: crate::config::Task) -> Result<HostData> {
     let classes = data.classes.clone().unwrap_or_default();
     let binary = task == crate::config::Task::Binary;
-    if (binary && classes.len() != 2) || classes.len() < 2 {
-        return Err(crate::input_err!(
-            "{}: the labels hold {} classes ({}); a {} task needs {}",
-            data.source,
-            classes.len(),
-            classes.join(", "),
-            if binary { "binary" } else { "classification" },
-            if binary {
-                "exactly two"
-            } else {
-                "at least two"
-            }
-        ));
+    if let Err(why) = class_count_fits(&classes, task) {
+        return Err(crate::input_err!("{}: the labels give {why}", data.source));
     }
     if binary {
         for split in [&mut data.train, &mut data.valid] {

@@ -2,7 +2,7 @@
 //! seeded share of the rows, or a file of its own), an optional test file, and standardisation.
 //! Every file after the training one is read with the training file's columns and classes.
 
-use super::{HostData, HostSplit, Labels, column_stats, split, synthetic, table};
+use super::{HostData, HostSplit, Labels, class_count_fits, column_stats, split, synthetic, table};
 use crate::config::{JobConfig, Preset, TableSpec, Task};
 use crate::error::{EmberError, Result};
 use crate::input_err;
@@ -75,34 +75,10 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
 /// least two.
 fn training_classes(csv: &table::TextCsv, label: &str, task: Task) -> Result<Vec<String>> {
     let classes = table::classes_of(csv, label)?;
-    let fits = match task {
-        Task::Binary => classes.len() == 2,
-        _ => classes.len() >= 2,
-    };
-    if !fits {
-        let need = if task == Task::Binary {
-            "a binary task needs exactly two"
-        } else {
-            "a classification needs at least two"
-        };
-        return Err(EmberError::file(
-            &csv.path,
-            format!(
-                "label column \"{label}\" has {} distinct values ({}); {need}",
-                classes.len(),
-                shorten(&classes)
-            ),
-        ));
-    }
+    class_count_fits(&classes, task).map_err(|why| {
+        EmberError::file(&csv.path, format!("label column \"{label}\" gives {why}"))
+    })?;
     Ok(classes)
-}
-
-/// At most eight names, then a count.
-fn shorten(names: &[String]) -> String {
-    match names.len() {
-        0..=8 => names.join(", "),
-        n => format!("{}, … {} more", names[..8].join(", "), n - 8),
-    }
 }
 
 /// The preset's built-in table: tabular-mlp's synthetic 0/1 table, linear-scalar's arange.

@@ -43,6 +43,23 @@ pub fn ember(args: &[&str]) -> Output {
         .expect("ember runs")
 }
 
+/// `ember train CFG` on the CPU with two threads, quietly, into `out`, with `extra` arguments.
+pub fn train_on_cpu(cfg: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "train",
+        path_str(cfg),
+        "--device",
+        "cpu",
+        "--threads",
+        "2",
+        "--out",
+        path_str(out),
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    ember(&args)
+}
+
 /// Starts ember with `args` in the project root, in the background, its output piped.
 pub fn spawn(args: &[&str]) -> Child {
     Command::new(bin())
