@@ -66,6 +66,20 @@ pub fn safetensors_layout(path: &Path) -> Result<Layout> {
 /// Opens a run folder, or a model file with `--config` or a `config.toml` beside it.
 /// `epoch` picks that epoch's checkpoint in a run folder.
 pub fn open(path: &Path, config: Option<&Path>, epoch: Option<usize>) -> Result<ModelSource> {
+    let source = open_unchecked(path, config, epoch)?;
+    // A job file as written lacks what the run learned from its data (the widths, the classes):
+    // only a run's resolved config rebuilds its model.
+    let model = &source.config.model;
+    if model.inputs.is_none() || model.outputs.is_none() {
+        return Err(input_err!(
+            "{}: the config has no model.inputs/outputs, so it is not a run's resolved config; pass the config.toml of the run that made the model",
+            config.unwrap_or(path).display()
+        ));
+    }
+    Ok(source)
+}
+
+fn open_unchecked(path: &Path, config: Option<&Path>, epoch: Option<usize>) -> Result<ModelSource> {
     if path.is_dir() {
         let config = crate::config::load(
             &config.map_or_else(|| path.join(folder::CONFIG), Path::to_path_buf),

@@ -58,19 +58,7 @@ fn last_valid(run: &Path, column: &str) -> f64 {
 }
 
 fn train(cfg: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "train",
-        path_str(cfg),
-        "--device",
-        "cpu",
-        "--threads",
-        "2",
-        "--out",
-        path_str(out),
-        "--quiet",
-    ];
-    args.extend_from_slice(extra);
-    ember(&args)
+    common::train_on_cpu(cfg, out, extra)
 }
 
 #[test]
@@ -123,6 +111,17 @@ fn string_classes_from_a_csv_train_evaluate_and_predict_by_name() {
         .unwrap();
     assert!(acc >= 95.0, "{line}");
 
+    // The job file as written cannot rebuild the model: it lacks what the data decided.
+    let model = run.join("model.mpk");
+    let unresolved = ember(&[
+        "eval",
+        path_str(&model),
+        "--config",
+        path_str(&cfg),
+        "--device",
+        "cpu",
+    ]);
+    bad_input(&unresolved, "is not a run's resolved config");
     let other = ember(&[
         "eval",
         path_str(&run),
