@@ -166,6 +166,28 @@ enum SweepAction {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
     },
+    /// Train the trials into one sweep folder, a trial-NNN run folder each (again: resume).
+    Run {
+        /// The sweep file.
+        sweep: PathBuf,
+        #[command(flatten)]
+        args: ember::sweep::run::RunArgs,
+    },
+    /// Write a Slurm job-array script that runs the sweep, one array task per unit.
+    Slurm {
+        /// The sweep file.
+        sweep: PathBuf,
+        #[command(flatten)]
+        args: ember::sweep::slurm::SlurmArgs,
+    },
+    /// Rank a sweep's configurations; writes sweep.json and sweep.png into its folder.
+    Report {
+        /// The sweep folder.
+        dir: PathBuf,
+        /// The ranking metric (default: accuracy where the trials report it, else loss).
+        #[arg(long, value_enum)]
+        metric: Option<ember::sweep::report::RankBy>,
+    },
 }
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -230,6 +252,17 @@ fn init(csv: Option<PathBuf>, label: Option<String>, images: Option<PathBuf>) ->
     print!("{}", draft.toml);
     eprintln!("{}", draft.why);
     Ok(())
+}
+
+/// `ember sweep`'s actions; returns the lines to print.
+fn sweep(action: SweepAction, threads: Option<usize>, console: &Console) -> Result<String> {
+    use ember::sweep;
+    match action {
+        SweepAction::Plan { sweep, set } => Ok(sweep::plan(&sweep, &set)?.text()),
+        SweepAction::Run { sweep, args } => sweep::run::run(&sweep, &args, threads, console),
+        SweepAction::Slurm { sweep, args } => sweep::slurm::write(&sweep, &args),
+        SweepAction::Report { dir, metric } => sweep::report::report(&dir, metric),
+    }
 }
 
 /// Runs one command; what it reports goes to stdout through `console`.
@@ -297,9 +330,7 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
                 false => report.text(),
             }]
         }
-        Command::Sweep {
-            action: SweepAction::Plan { sweep, set },
-        } => vec![ember::sweep::plan(&sweep, &set)?.text()],
+        Command::Sweep { action } => vec![sweep(action, cli.threads, console)?],
         Command::Init { csv, label, images } => {
             init(csv, label, images)?;
             vec![]

@@ -18,7 +18,7 @@ pub struct Curve {
     pub history: Vec<EpochRecord>,
 }
 
-const COLORS: [RGBColor; 6] = [
+pub(crate) const COLORS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -42,14 +42,34 @@ fn register_font() {
 }
 
 fn plot_err(e: impl std::fmt::Display) -> EmberError {
-    EmberError::Runtime(format!("cannot draw the curves: {e}"))
+    EmberError::Runtime(format!("cannot draw the chart: {e}"))
 }
 
 /// Writes `curves` to `out` as a PNG (atomically).
 pub fn draw(curves: &[Curve], title: &str, out: &Path) -> Result<()> {
-    register_font();
     let metrics = metrics_of(curves);
     let size = ((700 * metrics.len()).max(800) as u32, 560);
+    write_png(out, size, title, |root| {
+        let panels = root.split_evenly((1, metrics.len()));
+        for (area, metric) in panels.iter().zip(&metrics) {
+            panel(area, curves, *metric)?;
+        }
+        Ok(())
+    })
+}
+
+/// The drawing area of a PNG under its title.
+pub(crate) type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
+
+/// Draws a `size` PNG with a bold `title` through `draw`, and moves it to `out` only once it
+/// is complete.
+pub(crate) fn write_png(
+    out: &Path,
+    size: (u32, u32),
+    title: &str,
+    draw: impl FnOnce(&Area) -> DrawResult,
+) -> Result<()> {
+    register_font();
     let dir = out.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp-{}.png",
@@ -58,14 +78,11 @@ pub fn draw(curves: &[Curve], title: &str, out: &Path) -> Result<()> {
             .unwrap_or_default(),
         std::process::id()
     ));
-    let result = (|| -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let result = (|| -> DrawResult {
         let root = BitMapBackend::new(&tmp, size).into_drawing_area();
         root.fill(&WHITE)?;
         let root = root.titled(title, ("sans-serif", 26).into_font().style(FontStyle::Bold))?;
-        let panels = root.split_evenly((1, metrics.len()));
-        for (area, metric) in panels.iter().zip(&metrics) {
-            panel(area, curves, *metric)?;
-        }
+        draw(&root)?;
         root.present()?;
         Ok(())
     })();
@@ -112,7 +129,7 @@ fn values(e: &EpochRecord, metric: Metric, valid: bool) -> Option<f64> {
     }
 }
 
-type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
+pub(crate) type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
 /// A chart with epochs along x and `Y` (linear or log) up the y axis.
 type Chart<'a, DB, Y> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, Y>>;

@@ -26,6 +26,18 @@ pub enum DeviceRequest {
     Wgpu(usize),
 }
 
+/// The spelling `from_str` reads back (for the command lines of a sweep's trials).
+impl std::fmt::Display for DeviceRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceRequest::Auto => write!(f, "auto"),
+            DeviceRequest::Cpu => write!(f, "cpu"),
+            DeviceRequest::Cuda(i) => write!(f, "cuda:{i}"),
+            DeviceRequest::Wgpu(i) => write!(f, "wgpu:{i}"),
+        }
+    }
+}
+
 impl FromStr for DeviceRequest {
     type Err = String;
 

@@ -142,8 +142,20 @@ impl RunDir {
     }
 }
 
+/// Whether another process holds the run lock of the folder at `path`.
+pub fn in_use(path: &Path) -> bool {
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path.join(LOCK))
+    else {
+        return false;
+    };
+    matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock))
+}
+
 /// `runs/<job>-<YYYYmmdd-HHMMSS>`, with a suffix when two runs start in the same second.
-fn fresh_default(job: &str) -> PathBuf {
+pub fn fresh_default(job: &str) -> PathBuf {
     let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
     let base = PathBuf::from("runs").join(format!("{job}-{stamp}"));
     let mut path = base.clone();

@@ -70,7 +70,8 @@ impl Summary {
             Some(e @ EmberError::Interrupted(_)) => ("interrupted", Some(e.to_string())),
             Some(e) => ("failed", Some(e.to_string())),
         };
-        let train_seconds: f64 = h.iter().map(|e| e.train.seconds).sum();
+        // A fold from +0.0: `sum()` of no epochs is -0.0, printed as "-0.0 s".
+        let train_seconds = h.iter().map(|e| e.train.seconds).fold(0.0, |a, b| a + b);
         let early = r
             .config
             .early_stopping

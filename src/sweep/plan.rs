@@ -1,0 +1,356 @@
+//! A sweep file, expanded: it names a `base` job file and its axes: `seeds = [...]`, a `[grid]`
+//! of values per key, and `[random]` draws (`trials`, `seed`, and per key `uniform = [a, b]`,
+//! `log_uniform = [a, b]` or `choice = [...]`). It expands deterministically into numbered
+//! trials, each a list of `--set` overrides of the base, and groups them into units: trials that
+//! differ only in seed or optimizer scalars share a unit (one replica group), the others have
+//! one each.
+
+use crate::config::JobConfig;
+use crate::error::{EmberError, Result};
+use crate::input_err;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use toml::{Table, Value};
+
+/// The sweep file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSweep {
+    /// The sweep's name (default: the file's stem; the copy in a sweep folder keeps it).
+    name: Option<String>,
+    /// The job file, relative to the sweep file.
+    base: PathBuf,
+    seeds: Option<Vec<u64>>,
+    #[serde(default)]
+    grid: Table,
+    random: Option<RawRandom>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawRandom {
+    trials: usize,
+    seed: u64,
+    #[serde(flatten)]
+    axes: Table,
+}
+
+/// One trial: its number, unit, the swept values, and the overrides that make it from the base.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trial {
+    pub index: usize,
+    pub unit: usize,
+    /// The swept keys' values (the seed included, the pinned split seed not).
+    pub sets: Vec<(String, Value)>,
+    pub overrides: Vec<String>,
+}
+
+impl Trial {
+    /// Every swept value, the seed included: `adam.lr=0.001 seed=2`.
+    pub fn label(&self) -> String {
+        let parts: Vec<String> = self.sets.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        parts.join(" ")
+    }
+
+    /// The swept values but the seed: the trials of one configuration share it.
+    pub fn configuration(&self) -> String {
+        let parts: Vec<String> = self
+            .sets
+            .iter()
+            .filter(|(k, _)| k != "seed")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        match parts.is_empty() {
+            true => "(base)".to_string(),
+            false => parts.join(" "),
+        }
+    }
+}
+
+/// A sweep, expanded and checked.
+#[derive(Debug)]
+pub struct Plan {
+    pub name: String,
+    pub base: PathBuf,
+    pub trials: Vec<Trial>,
+    pub units: usize,
+    /// The swept keys of the grid and the random draws, in order (the seed aside).
+    pub axes: Vec<String>,
+}
+
+impl Plan {
+    /// The trials of unit `unit` (all of them for `None`); a unit out of range is an error.
+    pub fn select(&self, unit: Option<usize>) -> Result<Vec<&Trial>> {
+        match unit {
+            Some(u) if u >= self.units => Err(input_err!(
+                "--unit {u}: the sweep {} has {} units (0..{})",
+                self.name,
+                self.units,
+                self.units - 1
+            )),
+            _ => Ok(self
+                .trials
+                .iter()
+                .filter(|t| unit.is_none_or(|u| t.unit == u))
+                .collect()),
+        }
+    }
+}
+
+/// Keys that replicas of one batched model may differ in: the seed and optimizer scalars.
+fn replicable(key: &str) -> bool {
+    const SCALARS: [&str; 7] = [
+        "lr",
+        "momentum",
+        "dampening",
+        "beta1",
+        "beta2",
+        "epsilon",
+        "weight_decay",
+    ];
+    key == "seed"
+        || key.split_once('.').is_some_and(|(section, name)| {
+            ["sgd", "adam", "adamw"].contains(&section) && SCALARS.contains(&name)
+        })
+}
+
+/// Every combination of the grid's values, keys in sorted order.
+fn grid_points(grid: &Table) -> Result<Vec<Vec<(String, Value)>>> {
+    let mut points = vec![Vec::new()];
+    for (key, values) in grid {
+        let Value::Array(values) = values else {
+            return Err(input_err!("grid.\"{key}\" must be a list of values"));
+        };
+        if values.is_empty() {
+            return Err(input_err!("grid.\"{key}\" = [] gives no trial"));
+        }
+        points = points
+            .into_iter()
+            .flat_map(|p| {
+                values.iter().map(move |v| {
+                    let mut p = p.clone();
+                    p.push((key.clone(), v.clone()));
+                    p
+                })
+            })
+            .collect();
+    }
+    Ok(points)
+}
+
+/// One draw of `spec` (`{ uniform = [a, b] }`, `{ log_uniform = [a, b] }`, `{ choice = [...] }`).
+fn draw(key: &str, spec: &Value, rng: &mut rand_mt::Mt64) -> Result<Value> {
+    let bad = || {
+        input_err!(
+            "random.\"{key}\" must be {{ uniform = [a, b] }}, {{ log_uniform = [a, b] }} (0 < a < b) or {{ choice = [...] }}"
+        )
+    };
+    let table = spec.as_table().filter(|t| t.len() == 1).ok_or_else(bad)?;
+    let (kind, arg) = table.iter().next().expect("one entry");
+    let u = crate::rng::uniform(rng);
+    let range = || -> Result<(f64, f64)> {
+        let a: Vec<f64> = arg
+            .as_array()
+            .ok_or_else(bad)?
+            .iter()
+            .map(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
+            .collect::<Option<_>>()
+            .ok_or_else(bad)?;
+        match a.as_slice() {
+            [lo, hi] if lo < hi => Ok((*lo, *hi)),
+            _ => Err(bad()),
+        }
+    };
+    match kind.as_str() {
+        "uniform" => range().map(|(lo, hi)| Value::Float(lo + u * (hi - lo))),
+        "log_uniform" => {
+            let (lo, hi) = range()?;
+            if lo <= 0.0 {
+                return Err(bad());
+            }
+            Ok(Value::Float((lo.ln() + u * (hi.ln() - lo.ln())).exp()))
+        }
+        "choice" => {
+            let options = arg.as_array().filter(|a| !a.is_empty()).ok_or_else(bad)?;
+            let i = ((u * options.len() as f64) as usize).min(options.len() - 1);
+            Ok(options[i].clone())
+        }
+        _ => Err(bad()),
+    }
+}
+
+/// The random trials' draws: trial t draws every key (sorted) from its own stream.
+fn random_points(random: Option<&RawRandom>) -> Result<Vec<Vec<(String, Value)>>> {
+    let Some(r) = random else {
+        return Ok(vec![Vec::new()]);
+    };
+    if r.trials == 0 {
+        return Err(input_err!("random.trials = 0 gives no trial"));
+    }
+    (0..r.trials)
+        .map(|t| {
+            let mut rng = crate::rng::stream(r.seed, "sweep", t as u64);
+            r.axes
+                .iter()
+                .map(|(key, spec)| Ok((key.clone(), draw(key, spec, &mut rng)?)))
+                .collect()
+        })
+        .collect()
+}
+
+/// Reads and expands a sweep file; every trial's config is checked with `extra` overrides
+/// (`--set`) applied last.
+pub fn plan(path: &Path, extra: &[String]) -> Result<Plan> {
+    let text = crate::fs::read_file(path)?;
+    let text = String::from_utf8_lossy(&text);
+    let raw: RawSweep = toml::from_str(&text)
+        .map_err(|e| EmberError::file(path, e.message().trim().replace('\n', " ")))?;
+    let base = path.parent().unwrap_or(Path::new(".")).join(&raw.base);
+    let base_config = crate::config::load(&base)?;
+    let seeds: Vec<Option<u64>> = match raw.seeds.as_deref() {
+        None => vec![None],
+        Some([]) => return Err(EmberError::file(path, "seeds = [] gives no trial")),
+        Some(s) => s.iter().copied().map(Some).collect(),
+    };
+    let mut trials = Vec::new();
+    let mut unit_keys: Vec<Vec<String>> = Vec::new();
+    let in_file = |e: EmberError| EmberError::file(path, e);
+    let randoms = random_points(raw.random.as_ref()).map_err(in_file)?;
+    for g in grid_points(&raw.grid).map_err(in_file)? {
+        for r in &randoms {
+            for seed in &seeds {
+                let mut sets: Vec<(String, Value)> = g.iter().chain(r).cloned().collect();
+                if let Some(s) = seed {
+                    sets.push(("seed".into(), Value::Integer(*s as i64)));
+                }
+                trials.push(trial(trials.len(), &sets, &base_config, &mut unit_keys));
+            }
+        }
+    }
+    for t in &trials {
+        let all: Vec<String> = t.overrides.iter().chain(extra).cloned().collect();
+        crate::config::load_with(&base, &all)
+            .map_err(|e| EmberError::file(path, format!("trial {}: {e}", t.index)))?;
+    }
+    let random_axes = raw.random.iter().flat_map(|r| r.axes.keys());
+    Ok(Plan {
+        axes: raw.grid.keys().chain(random_axes).cloned().collect(),
+        name: raw.name.unwrap_or_else(|| {
+            path.file_stem()
+                .map_or("sweep".into(), |s| s.to_string_lossy().into_owned())
+        }),
+        base,
+        units: unit_keys.len(),
+        trials,
+    })
+}
+
+/// A trial of `sets`, in the unit of the trials whose other keys are the same. Every trial
+/// holds out the base's validation rows: the split seed is pinned.
+fn trial(
+    index: usize,
+    sets: &[(String, Value)],
+    base: &JobConfig,
+    units: &mut Vec<Vec<String>>,
+) -> Trial {
+    let mut overrides: Vec<String> = sets.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if !sets.iter().any(|(k, _)| k == "data.split_seed") {
+        overrides.push(format!("data.split_seed={}", base.split_seed()));
+    }
+    let shape: Vec<String> = sets
+        .iter()
+        .filter(|(k, _)| !replicable(k))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let unit = units.iter().position(|u| *u == shape).unwrap_or_else(|| {
+        units.push(shape);
+        units.len() - 1
+    });
+    Trial {
+        index,
+        unit,
+        sets: sets.to_vec(),
+        overrides,
+    }
+}
+
+impl Plan {
+    /// `ember sweep plan`'s table.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "sweep {} (base {}): {} trials in {} units\ntrial  unit  overrides\n",
+            self.name,
+            self.base.display(),
+            self.trials.len(),
+            self.units
+        );
+        for t in &self.trials {
+            out.push_str(&format!(
+                "{:>5}  {:>4}  {}\n",
+                t.index,
+                t.unit,
+                t.overrides.join(" ")
+            ));
+        }
+        out.trim_end().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep(dir: &Path, text: &str) -> PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(
+            dir.join("base.toml"),
+            "job = \"tabular-mlp\"\n[adam]\nlr = 0.001\n",
+        )
+        .unwrap();
+        let p = dir.join("s.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn seeds_grid_and_random_expand_deterministically_into_units() {
+        let dir = std::env::temp_dir().join(format!("ember-sweep-{}", std::process::id()));
+        let p = sweep(
+            &dir,
+            "base = \"base.toml\"\nseeds = [1, 2]\n[grid]\n\"adam.lr\" = [0.001, 0.0003]\n\"model.hidden\" = [[8], [16]]\n\
+             [random]\ntrials = 2\nseed = 5\n\"adam.beta1\" = { uniform = [0.8, 0.95] }\n",
+        );
+        let plan = plan(&p, &[]).unwrap();
+        assert_eq!(plan.trials.len(), 2 * 2 * 2 * 2);
+        // Two shapes (hidden 8 and 16): two units of replicas.
+        assert_eq!(plan.units, 2);
+        assert!(plan.trials[0].overrides.contains(&"seed=1".to_string()));
+        assert!(
+            plan.trials[0]
+                .overrides
+                .contains(&"data.split_seed=42".to_string())
+        );
+        let again = super::plan(&p, &[]).unwrap();
+        assert_eq!(plan.trials, again.trials);
+        let betas: Vec<&String> = plan
+            .trials
+            .iter()
+            .flat_map(|t| &t.overrides)
+            .filter(|o| o.starts_with("adam.beta1="))
+            .collect();
+        assert!(betas.iter().all(|b| {
+            let v: f64 = b["adam.beta1=".len()..].parse().unwrap();
+            (0.8..0.95).contains(&v)
+        }));
+    }
+
+    #[test]
+    fn a_bad_key_names_the_trial() {
+        let dir = std::env::temp_dir().join(format!("ember-sweep-bad-{}", std::process::id()));
+        let p = sweep(&dir, "base = \"base.toml\"\n[grid]\n\"adam.lrr\" = [0.1]\n");
+        let err = plan(&p, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("s.toml: trial 0: --set adam.lrr=0.1: unknown field `lrr`"),
+            "{err}"
+        );
+    }
+}

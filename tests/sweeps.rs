@@ -1,0 +1,270 @@
+//! `ember sweep run` and `ember sweep report` end to end: trial folders, processes in parallel, a
+//! diverging trial recorded while the others go on, resume of an interrupted trial, and the
+//! report's table, JSON and chart.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A tabular-mlp base (8,000 shuffled rows, 40 epochs of 32 steps; ReLU, so that a huge
+/// learning rate overflows) and a sweep over two seeds and three learning rates, the last of
+/// which diverges.
+fn sweep_files(dir: &Path) -> PathBuf {
+    config(
+        dir,
+        "base.toml",
+        "job = \"tabular-mlp\"\nepochs = 40\nbatch_size = 256\nshuffle = true\n\
+         max_train_rows = 8000\nmax_valid_rows = 2000\n[model]\nactivation = \"relu\"\n\
+         [sgd]\nlr = 0.1\n",
+    );
+    config(
+        dir,
+        "lr.toml",
+        "base = \"base.toml\"\nseeds = [1, 2]\n[grid]\n\"sgd.lr\" = [0.1, 0.3, 1e9]\n",
+    )
+}
+
+fn summary(run: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap()
+}
+
+/// Starts trial 0 by hand, as the sweep would, and stops it with Ctrl-C after its first
+/// checkpoint: the sweep must resume it.
+fn interrupt_trial_0(out: &Path) {
+    let trial = out.join("trial-000");
+    let (base, trial_str) = (out.join("base.toml"), trial.display().to_string());
+    let mut args = vec![
+        "--threads",
+        "1",
+        "train",
+        path_str(&base),
+        "--out",
+        &trial_str,
+    ];
+    args.extend(["--set", "sgd.lr=0.1", "--set", "seed=1"]);
+    args.extend(["--set", "data.split_seed=42", "--device", "cpu", "-q"]);
+    args.extend(["--checkpoint-every", "0"]);
+    let child = spawn(&args);
+    wait_for(
+        &trial.join("checkpoint/epoch-1.json"),
+        Duration::from_secs(120),
+    );
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert_eq!(summary(&trial)["status"], "interrupted");
+}
+
+#[test]
+fn a_sweep_runs_its_trials_resumes_the_interrupted_and_records_the_diverged() {
+    let dir = scratch("sweep-run");
+    let sweep = sweep_files(&dir);
+    let out = dir.join("out");
+    // `sweep slurm` lays out the folder without running anything.
+    ok(&ember(&[
+        "sweep",
+        "slurm",
+        path_str(&sweep),
+        "--out",
+        path_str(&out),
+    ]));
+    interrupt_trial_0(&out);
+
+    let run = |parallel: &str| {
+        ember(&[
+            "--threads",
+            "1",
+            "sweep",
+            "run",
+            path_str(&sweep),
+            "--out",
+            path_str(&out),
+            "--parallel",
+            parallel,
+            "--device",
+            "cpu",
+        ])
+    };
+    let o = run("2");
+    ok(&o);
+    let text = stdout(&o);
+    assert!(
+        text.contains("4 complete, 2 failed, 0 ended before"),
+        "{text}"
+    );
+    let log = std::fs::read_to_string(out.join("logs/trial-000.log")).unwrap();
+    assert!(
+        log.contains("\"--resume\""),
+        "trial 0 was not resumed:\n{log}"
+    );
+    for i in 0..6 {
+        let s = summary(&out.join(format!("trial-{i:03}")));
+        let lr = if i < 2 {
+            0.1
+        } else if i < 4 {
+            0.3
+        } else {
+            1e9
+        };
+        let status = if lr > 1.0 { "diverged" } else { "complete" };
+        assert_eq!(s["status"], status, "trial {i}");
+        let cfg = std::fs::read_to_string(out.join(format!("trial-{i:03}/config.toml"))).unwrap();
+        assert!(cfg.contains(&format!("seed = {}", 1 + i % 2)), "{cfg}");
+        assert!(lr > 1.0 || cfg.contains(&format!("lr = {lr}")), "{cfg}");
+    }
+
+    // The trials are the single runs with their settings (the split pinned to the base's seed):
+    // trial 3 against `ember train`.
+    let single = dir.join("single");
+    ok(&ember(&[
+        "--threads",
+        "1",
+        "train",
+        path_str(&dir.join("base.toml")),
+        "--set",
+        "sgd.lr=0.3",
+        "--set",
+        "seed=2",
+        "--set",
+        "data.split_seed=42",
+        "--device",
+        "cpu",
+        "-q",
+        "--out",
+        path_str(&single),
+    ]));
+    assert_eq!(losses(&out.join("trial-003")), losses(&single));
+
+    // Again: everything ended, nothing runs.
+    let again = run("1");
+    ok(&again);
+    assert!(
+        stdout(&again).contains("0 complete, 0 failed, 6 ended before"),
+        "{}",
+        stdout(&again)
+    );
+
+    check_report(&out);
+    let runs = ember(&["runs", path_str(&out)]);
+    ok(&runs);
+    let listed = stdout(&runs);
+    let at = |t: &str| {
+        listed
+            .find(t)
+            .unwrap_or_else(|| panic!("{t} not in {listed}"))
+    };
+    assert!(at("trial-000") < at("trial-001") && at("trial-004") < at("trial-005"));
+}
+
+/// The report ranks lr 0.3 and 0.1 by their mean over two seeds, and marks lr 1e9's trials.
+fn check_report(out: &Path) {
+    let o = ember(&["sweep", "report", path_str(out)]);
+    ok(&o);
+    let table = stdout(&o);
+    let rows: Vec<&str> = table.lines().filter(|l| l.contains("sgd.lr=")).collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    assert!(
+        rows[2].contains("0/2") && rows[2].contains("trial 4 diverged"),
+        "{table}"
+    );
+    assert!(rows[0].contains("±") && rows[0].contains("2/2"), "{table}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(json["metric"], "accuracy");
+    let configs = json["configurations"].as_array().unwrap();
+    let (first, second) = (configs[0]["mean"].as_f64(), configs[1]["mean"].as_f64());
+    assert!(first.unwrap() >= second.unwrap(), "{json}");
+    assert_eq!(json["trials"].as_array().unwrap().len(), 6);
+    let png = std::fs::read(out.join("sweep.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000);
+}
+
+#[test]
+fn units_run_alone_and_bad_sweeps_are_one_line_errors() {
+    let dir = scratch("sweep-units");
+    config(
+        &dir,
+        "base.toml",
+        "job = \"tabular-mlp\"\nepochs = 2\nbatch_size = 256\nmax_train_rows = 2000\n\
+         max_valid_rows = 500\n[adam]\nlr = 1e-3\n",
+    );
+    let sweep = config(
+        &dir,
+        "widths.toml",
+        "base = \"base.toml\"\nseeds = [1, 2]\n[grid]\n\"model.hidden\" = [[4], [6]]\n",
+    );
+    let out = dir.join("out");
+    let unit = |n: &str| {
+        ember(&[
+            "sweep",
+            "run",
+            path_str(&sweep),
+            "--out",
+            path_str(&out),
+            "--unit",
+            n,
+            "--device",
+            "cpu",
+        ])
+    };
+    ok(&unit("1"));
+    let done: Vec<bool> = (0..4)
+        .map(|i| out.join(format!("trial-{i:03}/summary.json")).exists())
+        .collect();
+    assert_eq!(done, [false, false, true, true]);
+    bad_input(&unit("2"), "--unit 2: the sweep widths has 2 units (0..1)");
+
+    let sweep_file = |name: &str, text: &str| {
+        let p = config(&dir, name, &format!("base = \"base.toml\"\n{text}"));
+        let out = dir.join(format!("out-{name}"));
+        ember(&["sweep", "run", path_str(&p), "--out", path_str(&out)])
+    };
+    bad_input(
+        &sweep_file("a.toml", "[grid]\n\"adam.lrr\" = [1]\n"),
+        "unknown field `lrr`",
+    );
+    bad_input(
+        &sweep_file("b.toml", "[grid]\n\"adam.lr\" = []\n"),
+        "grid.\"adam.lr\" = [] gives no trial",
+    );
+    bad_input(
+        &sweep_file("c.toml", "seeds = []\n"),
+        "seeds = [] gives no trial",
+    );
+    let random = "[random]\ntrials = 2\nseed = 1\n\"adam.lr\" = ";
+    bad_input(
+        &sweep_file(
+            "d.toml",
+            &format!("{random}{{ log_uniform = [0, 1e-2] }}\n"),
+        ),
+        "random.\"adam.lr\" must be",
+    );
+    bad_input(
+        &sweep_file("e.toml", &format!("{random}{{ uniform = [0.1, 0.01] }}\n")),
+        "0 < a < b",
+    );
+    bad_input(&sweep_file("f.toml", "grid = 3\n"), "f.toml");
+    // Another sweep into a folder that holds one.
+    let other = config(&dir, "g.toml", "base = \"base.toml\"\nseeds = [3]\n");
+    bad_input(
+        &ember(&["sweep", "run", path_str(&other), "--out", path_str(&out)]),
+        "holds another sweep",
+    );
+    bad_input(
+        &ember(&["sweep", "run", path_str(&other), "--out", path_str(&dir)]),
+        "is not empty and holds no sweep",
+    );
+    let left: Vec<bool> = ["a", "b", "c", "d", "e", "f"]
+        .iter()
+        .map(|n| dir.join(format!("out-{n}.toml")).exists())
+        .collect();
+    assert_eq!(left, [false; 6], "a bad sweep left a folder");
+}
