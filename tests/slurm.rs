@@ -33,9 +33,14 @@ fn installed(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+/// Two ports free now (both listeners are held until both are read, so they differ).
+fn free_ports() -> (u16, u16) {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    (
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    )
 }
 
 fn output(program: &str, args: &[&str]) -> String {
@@ -59,8 +64,9 @@ fn wait_until(what: &str, dir: &Path, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
         if start.elapsed() > Duration::from_secs(60) {
-            let logs: Vec<String> = ["munged.log", "slurmctld.log", "slurmd.log"]
+            let logs: Vec<String> = ["munged", "slurmctld", "slurmd"]
                 .iter()
+                .flat_map(|d| [format!("{d}.log"), format!("{d}.out")])
                 .map(|f| std::fs::read_to_string(dir.join(f)).unwrap_or_default())
                 .collect();
             panic!(
@@ -72,8 +78,8 @@ fn wait_until(what: &str, dir: &Path, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// `munged` on a private socket and key.
-fn start_munge(dir: &Path) -> (Child, PathBuf) {
+/// `munged` on a private socket and key, held by `cluster`.
+fn start_munge(dir: &Path, cluster: &mut Cluster) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let key = dir.join("munge.key");
     let mut bytes = vec![0u8; 1024];
@@ -100,8 +106,9 @@ fn start_munge(dir: &Path) -> (Child, PathBuf) {
         ],
         "munged.out",
     );
+    cluster.daemons.push(munged);
     wait_until("munged's socket", dir, || socket.exists());
-    (munged, socket)
+    socket
 }
 
 fn slurm_conf(dir: &Path, socket: &Path) -> PathBuf {
@@ -112,6 +119,7 @@ fn slurm_conf(dir: &Path, socket: &Path) -> PathBuf {
     for sub in ["state", "spool"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
+    let (ctld_port, slurmd_port) = free_ports();
     let text = format!(
         "ClusterName=embertest\nSlurmctldHost={host}\nSlurmUser={user}\nSlurmdUser={user}\n\
          SlurmctldPort={}\nSlurmdPort={}\nAuthType=auth/munge\nAuthInfo=socket={}\n\
@@ -122,8 +130,8 @@ fn slurm_conf(dir: &Path, socket: &Path) -> PathBuf {
          JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n\
          JobCompType=jobcomp/none\nNodeName={host} CPUs={cpus} State=UNKNOWN\n\
          PartitionName=ember Nodes={host} Default=YES MaxTime=INFINITE State=UP\n",
-        free_port(),
-        free_port(),
+        ctld_port,
+        slurmd_port,
         socket.display(),
         p("state"),
         p("spool"),
@@ -139,13 +147,14 @@ fn slurm_conf(dir: &Path, socket: &Path) -> PathBuf {
 
 /// munged, slurmctld and slurmd, up until the node is idle.
 fn start_cluster(dir: &Path) -> Cluster {
-    let (munged, socket) = start_munge(dir);
-    let conf = slurm_conf(dir, &socket);
-    let c = conf.display().to_string();
     let mut cluster = Cluster {
-        conf: conf.clone(),
-        daemons: vec![munged],
+        conf: PathBuf::new(),
+        daemons: Vec::new(),
     };
+    let socket = start_munge(dir, &mut cluster);
+    let conf = slurm_conf(dir, &socket);
+    cluster.conf = conf.clone();
+    let c = conf.display().to_string();
     cluster.daemons.push(daemon(
         dir,
         "slurmctld",

@@ -87,7 +87,7 @@ impl RunDir {
                     describe_io(&e)
                 )
             })?;
-        match file.try_lock() {
+        match try_lock_briefly(&file) {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
                 let owner = std::fs::read_to_string(&lock_path).unwrap_or_default();
@@ -142,7 +142,23 @@ impl RunDir {
     }
 }
 
-/// Whether another process holds the run lock of the folder at `path`.
+/// Takes the lock, waiting up to a second for a holder that only looks (`in_use`, from a sweep
+/// or a report) to let go.
+fn try_lock_briefly(file: &File) -> std::result::Result<(), std::fs::TryLockError> {
+    let mut tries = 0;
+    loop {
+        match file.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) if tries < 20 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether another process holds the run lock of the folder at `path`. It takes the lock for a
+/// moment to find out; `RunDir::lock` waits that moment out.
 pub fn in_use(path: &Path) -> bool {
     let Ok(file) = std::fs::OpenOptions::new()
         .read(true)

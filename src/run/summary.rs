@@ -126,9 +126,9 @@ impl Summary {
             .map_err(|e| EmberError::file(path, format!("not an ember summary ({e})")))
     }
 
-    /// The line printed at the end of `ember train`.
-    pub fn line(&self, run_dir: &Path) -> String {
-        let metrics = match &self.final_metrics {
+    /// `valid loss 0.4123, valid accuracy 85.21 %` of the last epoch.
+    pub fn metrics_text(&self) -> String {
+        match &self.final_metrics {
             Some(m) => {
                 let acc = m
                     .valid_accuracy
@@ -137,7 +137,12 @@ impl Summary {
                 format!("valid loss {:.4}{acc}", m.valid_loss)
             }
             None => "no epoch finished".to_string(),
-        };
+        }
+    }
+
+    /// The line printed at the end of `ember train`.
+    pub fn line(&self, run_dir: &Path) -> String {
+        let metrics = self.metrics_text();
         format!(
             "{} {} on {}: {}/{} epochs, {metrics}, train {:.1} s ({:.0} steps/s), wall {:.1} s -> {}",
             self.job,

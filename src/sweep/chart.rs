@@ -83,7 +83,10 @@ impl XScale {
 
     fn label(&self, x: f64) -> String {
         match self {
-            XScale::Linear => format!("{x:.3}"),
+            XScale::Linear => {
+                let text = format!("{x:.3}");
+                text.trim_end_matches('0').trim_end_matches('.').to_string()
+            }
             XScale::Log10 => format!("{:.1e}", 10f64.powf(x)),
             XScale::Categories(c) => {
                 let i = x.round();
@@ -102,9 +105,11 @@ fn number(v: &Value) -> Option<f64> {
 
 /// The smallest and largest of `values` (0..1 when there are none).
 fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
-        (lo.min(v), hi.max(v))
-    });
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
     if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) }
 }
 

@@ -45,11 +45,15 @@ pub enum TrialState {
 }
 
 impl SweepDir {
-    /// Creates `out` (default `runs/<sweep>-<timestamp>`) with copies of the sweep file and its
-    /// base, or reopens it when it holds this same sweep. Returns the plan of the copy, with
-    /// `extra` overrides checked on every trial.
-    pub fn prepare(sweep: &Path, out: Option<&Path>, extra: &[String]) -> Result<(SweepDir, Plan)> {
-        let given = plan(sweep, extra)?;
+    /// Creates `out` (default `runs/<sweep>-<timestamp>`) with copies of the sweep file `sweep`
+    /// (planned as `given`) and its base, or reopens it when it holds this same sweep. Returns
+    /// the plan of the copy, with the `extra` overrides recorded in it.
+    pub fn prepare(
+        sweep: &Path,
+        given: Plan,
+        out: Option<&Path>,
+        extra: &[String],
+    ) -> Result<(SweepDir, Plan)> {
         let path = out.map_or_else(|| run_folder::fresh_default(&given.name), Path::to_path_buf);
         let dir = SweepDir { path };
         if dir.file(SWEEP).exists() {
@@ -72,8 +76,8 @@ impl SweepDir {
             ));
         }
         dir.copy_in(sweep, &given)?;
-        let copied = plan(&dir.file(SWEEP), extra)?;
-        Ok((dir, copied))
+        let base = dir.file(BASE);
+        Ok((dir, Plan { base, ..given }))
     }
 
     /// Opens an existing sweep folder (for the report).
@@ -106,12 +110,15 @@ impl SweepDir {
             toml::from_str(&text).map_err(|e| EmberError::file(sweep, e.message().trim()))?;
         table.insert("base".into(), toml::Value::String(BASE.into()));
         table.insert("name".into(), toml::Value::String(plan.name.clone()));
+        let set = plan.set.iter().cloned().map(toml::Value::String).collect();
+        table.insert("set".into(), toml::Value::Array(set));
         let copy = format!(
             "# Copied by ember from {} (base: {}).\n{}",
             sweep.display(),
             base.display(),
             toml::to_string(&table).expect("a TOML table serialises")
         );
+        // The sweep file last: a folder with it holds a whole sweep.
         crate::fs::write_atomic(&self.file(BASE), &crate::fs::read_file(base)?)?;
         crate::fs::write_atomic(&self.file(SWEEP), copy.as_bytes())
     }

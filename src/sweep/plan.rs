@@ -20,6 +20,9 @@ struct RawSweep {
     name: Option<String>,
     /// The job file, relative to the sweep file.
     base: PathBuf,
+    /// Overrides of every trial. The copy in a sweep folder records the first run's `--set`
+    /// here (`[]` for none), and later runs must give the same or none.
+    set: Option<Vec<String>>,
     seeds: Option<Vec<u64>>,
     #[serde(default)]
     grid: Table,
@@ -75,6 +78,8 @@ pub struct Plan {
     pub units: usize,
     /// The swept keys of the grid and the random draws, in order (the seed aside).
     pub axes: Vec<String>,
+    /// Overrides applied to every trial after its own: the file's `set`, or `--set`.
+    pub set: Vec<String>,
 }
 
 impl Plan {
@@ -204,6 +209,19 @@ pub fn plan(path: &Path, extra: &[String]) -> Result<Plan> {
     let text = String::from_utf8_lossy(&text);
     let raw: RawSweep = toml::from_str(&text)
         .map_err(|e| EmberError::file(path, e.message().trim().replace('\n', " ")))?;
+    let in_file = |e: EmberError| EmberError::file(path, e);
+    let set = match (raw.set.as_deref(), extra) {
+        (None, given) => given.to_vec(),
+        (Some(recorded), []) => recorded.to_vec(),
+        (Some(recorded), given) if recorded == given => given.to_vec(),
+        (Some(recorded), _) => {
+            return Err(in_file(input_err!(
+                "the sweep runs with set = {recorded:?}; give the same --set, or none"
+            )));
+        }
+    };
+    let name = name(path, raw.name.as_deref()).map_err(in_file)?;
+    let axes = axes(&raw).map_err(in_file)?;
     let base = path.parent().unwrap_or(Path::new(".")).join(&raw.base);
     let base_config = crate::config::load(&base)?;
     let seeds: Vec<Option<u64>> = match raw.seeds.as_deref() {
@@ -213,7 +231,6 @@ pub fn plan(path: &Path, extra: &[String]) -> Result<Plan> {
     };
     let mut trials = Vec::new();
     let mut unit_keys: Vec<Vec<String>> = Vec::new();
-    let in_file = |e: EmberError| EmberError::file(path, e);
     let randoms = random_points(raw.random.as_ref()).map_err(in_file)?;
     for g in grid_points(&raw.grid).map_err(in_file)? {
         for r in &randoms {
@@ -227,21 +244,49 @@ pub fn plan(path: &Path, extra: &[String]) -> Result<Plan> {
         }
     }
     for t in &trials {
-        let all: Vec<String> = t.overrides.iter().chain(extra).cloned().collect();
+        let all: Vec<String> = t.overrides.iter().chain(&set).cloned().collect();
         crate::config::load_with(&base, &all)
             .map_err(|e| EmberError::file(path, format!("trial {}: {e}", t.index)))?;
     }
-    let random_axes = raw.random.iter().flat_map(|r| r.axes.keys());
     Ok(Plan {
-        axes: raw.grid.keys().chain(random_axes).cloned().collect(),
-        name: raw.name.unwrap_or_else(|| {
-            path.file_stem()
-                .map_or("sweep".into(), |s| s.to_string_lossy().into_owned())
-        }),
+        name,
         base,
         units: unit_keys.len(),
         trials,
+        axes,
+        set,
     })
+}
+
+/// The sweep's name: `name`, or the file's stem with other characters than letters, digits,
+/// `.`, `_` and `-` made `-` (it names folders and Slurm jobs).
+fn name(path: &Path, given: Option<&str>) -> Result<String> {
+    let fits = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+    match given {
+        Some(n) if !n.is_empty() && n.chars().all(fits) && !n.starts_with('.') => Ok(n.to_string()),
+        Some(n) => Err(input_err!(
+            "name = {n:?}: use letters, digits, '.', '_' and '-' (not first '.')"
+        )),
+        None => Ok(path
+            .file_stem()
+            .map(|s| s.to_string_lossy().replace(|c: char| !fits(c), "-"))
+            .unwrap_or_else(|| "sweep".into())),
+    }
+}
+
+/// The swept keys, grid first; a key swept twice is an error.
+fn axes(raw: &RawSweep) -> Result<Vec<String>> {
+    let random = raw.random.iter().flat_map(|r| r.axes.keys());
+    let mut axes: Vec<String> = Vec::new();
+    for key in raw.grid.keys().chain(random) {
+        if axes.contains(key) || (key == "seed" && raw.seeds.is_some()) {
+            return Err(input_err!(
+                "\"{key}\" is swept twice (in seeds, [grid] or [random])"
+            ));
+        }
+        axes.push(key.clone());
+    }
+    Ok(axes)
 }
 
 /// A trial of `sets`, in the unit of the trials whose other keys are the same. Every trial

@@ -5,6 +5,7 @@
 use super::folder::{REPORT_JSON, REPORT_PNG, SweepDir, TrialState};
 use super::plan::{Plan, Trial};
 use crate::error::Result;
+use crate::input_err;
 use crate::run::summary::Summary;
 use serde::Serialize;
 use std::path::Path;
@@ -65,17 +66,21 @@ pub fn report(path: &Path, metric: Option<RankBy>) -> Result<String> {
         .iter()
         .map(|t| Summary::read(&dir.trial(t.index).join(crate::run::folder::SUMMARY)).ok())
         .collect();
-    let metric = metric.unwrap_or_else(|| {
-        let any_accuracy = summaries
-            .iter()
-            .flatten()
-            .any(|s| s.best.as_ref().is_some_and(|b| b.valid_accuracy.is_some()));
-        if any_accuracy {
-            RankBy::Accuracy
-        } else {
-            RankBy::Loss
+    let any_accuracy = summaries
+        .iter()
+        .flatten()
+        .any(|s| s.best.as_ref().is_some_and(|b| b.valid_accuracy.is_some()));
+    let metric = match (metric, any_accuracy) {
+        (Some(RankBy::Accuracy), false) => {
+            return Err(input_err!(
+                "--metric accuracy: no trial of {} reports an accuracy; use --metric loss",
+                path.display()
+            ));
         }
-    });
+        (Some(m), _) => m,
+        (None, true) => RankBy::Accuracy,
+        (None, false) => RankBy::Loss,
+    };
     let trials: Vec<TrialResult> = plan
         .trials
         .iter()
@@ -106,14 +111,16 @@ fn trial_result(
     summary: Option<&Summary>,
     metric: RankBy,
 ) -> TrialResult {
-    let status = match (summary, dir.state(t.index)) {
-        (Some(s), _) if s.status != "interrupted" => s.status.clone(),
-        (_, TrialState::Busy) => "running".to_string(),
-        // Ended without a summary: the process crashed or was killed.
-        _ => match dir.exit_code(t.index) {
-            Some(code) if code != 0 => format!("crashed (exit {code})"),
-            _ if dir.trial(t.index).exists() => "incomplete".to_string(),
-            _ => "not run".to_string(),
+    let exit = dir.exit_code(t.index).filter(|c| *c != 0);
+    let status = match dir.state(t.index) {
+        TrialState::Ended(s) => s.status,
+        TrialState::Busy => "running".to_string(),
+        TrialState::Unfinished => "interrupted".to_string(),
+        // No summary and no checkpoint: the process crashed or was killed.
+        TrialState::New | TrialState::Lost => match exit {
+            Some(code) => format!("crashed (exit {code})"),
+            None if dir.trial(t.index).exists() => "incomplete".to_string(),
+            None => "not run".to_string(),
         },
     };
     let best = summary.and_then(|s| s.best.as_ref());

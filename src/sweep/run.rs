@@ -11,6 +11,7 @@ use crate::device::DeviceRequest;
 use crate::error::{EmberError, Result};
 use crate::fs::describe_io;
 use crate::input_err;
+use crate::train::signals::StopSignal;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -42,6 +43,7 @@ pub struct RunArgs {
 struct Tally {
     complete: usize,
     failed: usize,
+    interrupted: usize,
     already: usize,
     busy: usize,
 }
@@ -56,72 +58,77 @@ pub fn run(
     if args.parallel == 0 {
         return Err(input_err!("--parallel 0 must be at least 1"));
     }
+    let given = super::plan(sweep, &args.set)?;
     // The unit is checked before the folder is made.
-    super::plan(sweep, &args.set)?.select(args.unit)?;
-    let (dir, plan) = SweepDir::prepare(sweep, args.out.as_deref(), &args.set)?;
-    let selected = plan.select(args.unit)?;
-    let mut tally = Tally::default();
-    let mut queue = VecDeque::new();
-    for trial in selected {
-        match dir.state(trial.index) {
-            TrialState::Ended(_) => tally.already += 1,
-            TrialState::Busy => {
-                console.line(&format!(
-                    "trial {:03}: another process is running it; left alone",
-                    trial.index
-                ));
-                tally.busy += 1;
-            }
-            state => queue.push_back((trial, state)),
-        }
-    }
+    given.select(args.unit)?;
+    let (dir, plan) = SweepDir::prepare(sweep, given, args.out.as_deref(), &args.set)?;
+    let trials = plan.select(args.unit)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = threads.unwrap_or((cores / args.parallel).max(1));
     console.line(&format!(
-        "sweep {}: {} to run{}, {} at a time, {threads} thread(s) each -> {}",
+        "sweep {}: {} trials{}, {} at a time, {threads} thread(s) each -> {}",
         plan.name,
-        queue.len(),
-        args.unit.map_or(String::new(), |u| format!(" in unit {u}")),
+        trials.len(),
+        args.unit.map_or(String::new(), |u| format!(" of unit {u}")),
         args.parallel,
         dir.path.display()
     ));
-    let started = queue.len();
-    Pool {
+    let mut pool = Pool {
         dir: &dir,
         args,
+        set: &plan.set,
         threads,
         console,
-    }
-    .drain(queue, &mut tally)?;
-    finish(&dir, &plan.name, started, &tally)
+        stop: StopSignal::install(),
+        forwarded: false,
+        running: Vec::new(),
+        tally: Tally::default(),
+    };
+    pool.drain(trials);
+    finish(&dir, &plan.name, &pool.tally, pool.stop.requested())
 }
 
-/// The closing line, or an error when every trial started here failed.
-fn finish(dir: &SweepDir, name: &str, started: usize, tally: &Tally) -> Result<String> {
+/// The closing line, or an error when the sweep was stopped or every trial it ran failed.
+fn finish(dir: &SweepDir, name: &str, t: &Tally, stopped: bool) -> Result<String> {
     let line = format!(
-        "sweep {name}: {} complete, {} failed, {} ended before, {} running elsewhere -> {}\nreport: ember sweep report {}",
-        tally.complete,
-        tally.failed,
-        tally.already,
-        tally.busy,
-        dir.path.display(),
+        "sweep {name}: {} complete, {} failed, {} interrupted, {} ended before, {} running elsewhere -> {}",
+        t.complete,
+        t.failed,
+        t.interrupted,
+        t.already,
+        t.busy,
         dir.path.display()
     );
-    if started > 0 && tally.complete == 0 {
+    if stopped {
+        return Err(EmberError::Interrupted(format!(
+            "{line}; stopped: run the same command again to go on"
+        )));
+    }
+    if t.failed > 0 && t.complete == 0 {
         return Err(EmberError::Runtime(format!(
-            "sweep {name}: every trial run failed; see {}",
+            "{line}; every trial run failed: see {}",
             dir.path.join(super::folder::LOGS).display()
         )));
     }
-    Ok(line)
+    Ok(format!(
+        "{line}\nreport: ember sweep report {}",
+        dir.path.display()
+    ))
 }
 
 /// The trials' processes, at most `--parallel` at once.
 struct Pool<'a> {
     dir: &'a SweepDir,
     args: &'a RunArgs,
+    /// The overrides of every trial (the sweep's recorded `set`).
+    set: &'a [String],
     threads: usize,
     console: &'a Console,
+    stop: StopSignal,
+    /// Whether the stop has been passed on to the running trials.
+    forwarded: bool,
+    running: Vec<Running<'a>>,
+    tally: Tally,
 }
 
 struct Running<'a> {
@@ -131,52 +138,96 @@ struct Running<'a> {
 }
 
 impl<'a> Pool<'a> {
-    fn drain(&self, mut queue: VecDeque<(&'a Trial, TrialState)>, tally: &mut Tally) -> Result<()> {
-        let mut running: Vec<Running> = Vec::new();
-        while !queue.is_empty() || !running.is_empty() {
-            while running.len() < self.args.parallel
-                && let Some((trial, state)) = queue.pop_front()
+    /// Starts the trials as places free up, until all have ended. On Ctrl-C (or the SIGINT that
+    /// Slurm sends before a time limit), no new trial starts and each running one is asked,
+    /// once, to stop after its epoch's checkpoint.
+    fn drain(&mut self, trials: Vec<&'a Trial>) {
+        let mut queue: VecDeque<&Trial> = trials.into();
+        while !queue.is_empty() || !self.running.is_empty() {
+            if self.stop.requested() && !self.forwarded {
+                queue.clear();
+                self.forwarded = true;
+                for r in &self.running {
+                    // SAFETY: kill(2) on a child's pid, which stays ours until it is waited for.
+                    unsafe { libc::kill(r.child.id() as libc::pid_t, libc::SIGINT) };
+                }
+            }
+            while self.running.len() < self.args.parallel
+                && let Some(trial) = queue.pop_front()
             {
-                let child = self.spawn(trial, &state)?;
-                running.push(Running {
+                self.start(trial);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            self.reap();
+        }
+    }
+
+    /// Starts the trial unless it ended or another process runs it. Its state is read now, not
+    /// when the sweep began: another Slurm task may have taken it since.
+    fn start(&mut self, trial: &'a Trial) {
+        match self.dir.state(trial.index) {
+            TrialState::Ended(_) => self.tally.already += 1,
+            TrialState::Busy => {
+                self.tally.busy += 1;
+                self.console.line(&format!(
+                    "trial {:03}: another process is running it; left alone",
+                    trial.index
+                ));
+            }
+            state => match self.spawn(trial, &state) {
+                Ok(child) => self.running.push(Running {
                     trial,
                     child,
                     started: Instant::now(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(50));
-            let mut i = 0;
-            while i < running.len() {
-                match running[i].child.try_wait() {
-                    Ok(Some(status)) => {
-                        let done = running.swap_remove(i);
-                        self.ended(&done, status.code(), tally)?;
-                    }
-                    Ok(None) => i += 1,
-                    Err(e) => return Err(EmberError::Runtime(format!("waiting for a trial: {e}"))),
+                }),
+                Err(e) => {
+                    self.tally.failed += 1;
+                    self.console
+                        .line(&format!("trial {:03}: cannot start: {e}", trial.index));
+                }
+            },
+        }
+    }
+
+    /// Records the trials whose process has ended.
+    fn reap(&mut self) {
+        let mut i = 0;
+        while i < self.running.len() {
+            match self.running[i].child.try_wait() {
+                Ok(None) => i += 1,
+                Ok(Some(status)) => {
+                    let done = self.running.swap_remove(i);
+                    self.ended(&done, status.code());
+                }
+                Err(e) => {
+                    let done = self.running.swap_remove(i);
+                    self.console.line(&format!(
+                        "trial {:03}: cannot wait for it: {e}",
+                        done.trial.index
+                    ));
+                    self.tally.failed += 1;
                 }
             }
         }
-        Ok(())
     }
 
-    /// Starts `ember train` for the trial: fresh, or resumed from its checkpoint. Its output
-    /// goes to the trial's log.
+    /// Starts `ember train` for the trial: fresh, or resumed from its checkpoint. It runs in its
+    /// own process group, so that a Ctrl-C reaches it once, through `drain`. Its output goes
+    /// to the trial's log.
     fn spawn(&self, trial: &Trial, state: &TrialState) -> Result<Child> {
+        use std::os::unix::process::CommandExt;
         let run_dir = self.dir.trial(trial.index);
         if matches!(state, TrialState::Lost) {
             // Stopped before its first checkpoint: nothing to keep.
             std::fs::remove_dir_all(&run_dir).map_err(|e| EmberError::write(&run_dir, e))?;
         }
-        let exe = std::env::current_exe()
-            .map_err(|e| EmberError::Runtime(format!("cannot find the ember binary: {e}")))?;
-        let mut cmd = Command::new(exe);
+        let mut cmd = Command::new(super::ember_binary()?);
         cmd.args(["--threads", &self.threads.to_string(), "train"]);
         if matches!(state, TrialState::Unfinished) {
             cmd.arg("--resume").arg(&run_dir);
         } else {
             cmd.arg(self.dir.file(BASE)).arg("--out").arg(&run_dir);
-            for set in trial.overrides.iter().chain(&self.args.set) {
+            for set in trial.overrides.iter().chain(self.set) {
                 cmd.args(["--set", set]);
             }
         }
@@ -191,33 +242,44 @@ impl<'a> Pool<'a> {
         writeln!(out, "# {} {cmd:?}", chrono::Local::now().to_rfc3339())
             .map_err(|e| EmberError::write(&log, e))?;
         let err = out.try_clone().map_err(|e| EmberError::write(&log, e))?;
-        cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+        cmd.stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0);
         cmd.spawn()
             .map_err(|e| EmberError::Runtime(format!("cannot start trial {}: {e}", trial.index)))
     }
 
     /// Records the trial's exit code and prints its line.
-    fn ended(&self, done: &Running, code: Option<i32>, tally: &mut Tally) -> Result<()> {
+    fn ended(&mut self, done: &Running, code: Option<i32>) {
         let index = done.trial.index;
-        let (_, exit) = self.dir.log(index);
+        let (log, exit) = self.dir.log(index);
         // A process killed by a signal has no code: recorded as -1.
-        crate::fs::write_atomic(&exit, code.unwrap_or(-1).to_string().as_bytes())?;
+        let code = code.unwrap_or(-1);
+        if let Err(e) = crate::fs::write_atomic(&exit, code.to_string().as_bytes()) {
+            self.console.line(&format!("trial {index:03}: {e}"));
+        }
+        let t = &mut self.tally;
         let outcome = match self.dir.state(index) {
             TrialState::Ended(s) if s.status == "complete" => {
-                tally.complete += 1;
-                metrics_text(&s)
+                t.complete += 1;
+                format!("complete, {}", s.metrics_text())
             }
             TrialState::Ended(s) => {
-                tally.failed += 1;
-                format!("{} (exit {})", s.status, code.unwrap_or(-1))
+                t.failed += 1;
+                format!("{} (exit {code})", s.status)
             }
-            _ => {
-                tally.failed += 1;
-                format!(
-                    "failed (exit {}), see {}",
-                    code.map_or("by a signal".into(), |c| c.to_string()),
-                    self.dir.log(index).0.display()
-                )
+            TrialState::Unfinished => {
+                t.interrupted += 1;
+                "interrupted after a checkpoint; run the sweep again to resume it".to_string()
+            }
+            TrialState::Busy => {
+                t.busy += 1;
+                "another process is running it".to_string()
+            }
+            TrialState::New | TrialState::Lost => {
+                t.failed += 1;
+                format!("failed (exit {code}), see {}", log.display())
             }
         };
         self.console.line(&format!(
@@ -225,19 +287,5 @@ impl<'a> Pool<'a> {
             duration(done.started.elapsed().as_secs_f64()),
             done.trial.label()
         ));
-        Ok(())
-    }
-}
-
-/// `complete, valid loss 0.4123, accuracy 85.21%`.
-fn metrics_text(s: &crate::run::summary::Summary) -> String {
-    match &s.final_metrics {
-        Some(m) => {
-            let acc = m.valid_accuracy.map_or(String::new(), |a| {
-                format!(", valid accuracy {:.2} %", 100.0 * a)
-            });
-            format!("complete, valid loss {:.4}{acc}", m.valid_loss)
-        }
-        None => "complete".to_string(),
     }
 }

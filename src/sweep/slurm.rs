@@ -41,20 +41,23 @@ pub struct SlurmArgs {
 /// Writes `SWEEP_DIR/sweep.sbatch` and returns the lines that say how to submit it.
 pub fn write(sweep: &Path, args: &SlurmArgs) -> Result<String> {
     check(args)?;
-    let (dir, plan) = SweepDir::prepare(sweep, args.out.as_deref(), &args.set)?;
-    let abs = std::fs::canonicalize(&dir.path).map_err(|e| EmberError::file(&dir.path, e))?;
+    let given = super::plan(sweep, &args.set)?;
     let cwd = std::env::current_dir()
         .map_err(|e| EmberError::Runtime(format!("cannot read the current folder: {e}")))?;
-    let exe = std::env::current_exe()
-        .map_err(|e| EmberError::Runtime(format!("cannot find the ember binary: {e}")))?;
-    for (what, p) in [("the sweep folder", &abs), ("the current folder", &cwd)] {
-        if p.to_string_lossy().chars().any(char::is_whitespace) {
+    let exe = super::ember_binary()?;
+    let out = args.out.as_deref().map(|o| cwd.join(o));
+    for p in [Some(&cwd), out.as_ref(), Some(&exe)].into_iter().flatten() {
+        if p.to_string_lossy()
+            .contains(|c: char| c.is_whitespace() || c == '%')
+        {
             return Err(input_err!(
-                "{what} {} has a space in its path, which #SBATCH lines cannot hold",
+                "{}: a space or '%' in the path, which #SBATCH lines cannot hold",
                 p.display()
             ));
         }
     }
+    let (dir, plan) = SweepDir::prepare(sweep, given, args.out.as_deref(), &args.set)?;
+    let abs = std::fs::canonicalize(&dir.path).map_err(|e| EmberError::file(&dir.path, e))?;
     let script = script(&Script {
         name: &plan.name,
         units: plan.units,
@@ -127,7 +130,7 @@ fn script(s: &Script) -> String {
             s.name, s.trials, s.units
         ),
         format!("# Submit with: sbatch {}", s.dir.join(SCRIPT).display()),
-        format!("#SBATCH --job-name=ember-{}", s.name.replace(' ', "_")),
+        format!("#SBATCH --job-name=ember-{}", s.name),
         format!(
             "#SBATCH --array=0-{}{}",
             s.units - 1,
@@ -138,6 +141,9 @@ fn script(s: &Script) -> String {
         "#SBATCH --open-mode=append".to_string(),
         // A requeued task finds its trials' run locks and checkpoints, and goes on.
         "#SBATCH --requeue".to_string(),
+        // SIGINT to ember two minutes before the time limit: its trials stop after their
+        // epoch's checkpoint, and a resubmission goes on from there.
+        "#SBATCH --signal=B:INT@120".to_string(),
         format!("#SBATCH --chdir={}", s.cwd.display()),
     ];
     lines.extend(a.time.as_ref().map(|t| format!("#SBATCH --time={t}")));
