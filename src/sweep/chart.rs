@@ -2,7 +2,7 @@
 //! every complete trial's validation curve overlaid, coloured by its configuration's rank.
 
 use super::folder::SweepDir;
-use super::plan::Plan;
+use super::plan::{Plan, number};
 use super::report::{RankBy, SweepReport};
 use crate::error::Result;
 use crate::plot::{Area, COLORS, DrawResult, write_png};
@@ -97,10 +97,6 @@ impl XScale {
             }
         }
     }
-}
-
-fn number(v: &Value) -> Option<f64> {
-    v.as_float().or_else(|| v.as_integer().map(|i| i as f64))
 }
 
 /// The smallest and largest of `values` (0..1 when there are none).

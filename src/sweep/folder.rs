@@ -144,10 +144,20 @@ impl SweepDir {
         text.trim().parse().ok()
     }
 
+    /// The trial's `summary.json`, where it has one that reads.
+    pub fn summary(&self, index: usize) -> Option<Summary> {
+        Summary::read(&self.trial(index).join(run_folder::SUMMARY)).ok()
+    }
+
     /// Where trial `index` stands.
     pub fn state(&self, index: usize) -> TrialState {
+        self.state_from(index, self.summary(index))
+    }
+
+    /// Where trial `index` stands, given its summary as already read.
+    pub fn state_from(&self, index: usize, summary: Option<Summary>) -> TrialState {
         let dir = self.trial(index);
-        if let Ok(s) = Summary::read(&dir.join(run_folder::SUMMARY))
+        if let Some(s) = summary
             && s.status != "interrupted"
         {
             return TrialState::Ended(Box::new(s));

@@ -50,23 +50,32 @@ pub struct Trial {
 impl Trial {
     /// Every swept value, the seed included: `adam.lr=0.001 seed=2`.
     pub fn label(&self) -> String {
-        let parts: Vec<String> = self.sets.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        parts.join(" ")
+        self.joined(|_| true)
     }
 
     /// The swept values but the seed: the trials of one configuration share it.
     pub fn configuration(&self) -> String {
+        match self.joined(|k| k != "seed") {
+            parts if parts.is_empty() => "(base)".to_string(),
+            parts => parts,
+        }
+    }
+
+    /// `key=value` of the swept keys that `keep`, joined by spaces.
+    fn joined(&self, keep: impl Fn(&str) -> bool) -> String {
         let parts: Vec<String> = self
             .sets
             .iter()
-            .filter(|(k, _)| k != "seed")
+            .filter(|(k, _)| keep(k))
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        match parts.is_empty() {
-            true => "(base)".to_string(),
-            false => parts.join(" "),
-        }
+        parts.join(" ")
     }
+}
+
+/// A TOML number (integer or float) as f64.
+pub(super) fn number(v: &Value) -> Option<f64> {
+    v.as_float().or_else(|| v.as_integer().map(|i| i as f64))
 }
 
 /// A sweep, expanded and checked.
@@ -157,7 +166,7 @@ fn draw(key: &str, spec: &Value, rng: &mut rand_mt::Mt64) -> Result<Value> {
             .as_array()
             .ok_or_else(bad)?
             .iter()
-            .map(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
+            .map(number)
             .collect::<Option<_>>()
             .ok_or_else(bad)?;
         match a.as_slice() {

@@ -61,11 +61,8 @@ pub struct SweepReport {
 /// Reads the sweep folder, writes `sweep.json` and `sweep.png` into it, and returns the table.
 pub fn report(path: &Path, metric: Option<RankBy>) -> Result<String> {
     let (dir, plan) = SweepDir::open(path)?;
-    let summaries: Vec<Option<Summary>> = plan
-        .trials
-        .iter()
-        .map(|t| Summary::read(&dir.trial(t.index).join(crate::run::folder::SUMMARY)).ok())
-        .collect();
+    let summaries: Vec<Option<Summary>> =
+        plan.trials.iter().map(|t| dir.summary(t.index)).collect();
     let any_accuracy = summaries
         .iter()
         .flatten()
@@ -112,7 +109,7 @@ fn trial_result(
     metric: RankBy,
 ) -> TrialResult {
     let exit = dir.exit_code(t.index).filter(|c| *c != 0);
-    let status = match dir.state(t.index) {
+    let status = match dir.state_from(t.index, summary.cloned()) {
         TrialState::Ended(s) => s.status,
         TrialState::Busy => "running".to_string(),
         TrialState::Unfinished => "interrupted".to_string(),
