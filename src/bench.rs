@@ -51,7 +51,7 @@ pub struct BenchReport {
     pub final_valid_accuracy: Option<f64>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }

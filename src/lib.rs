@@ -17,6 +17,7 @@ pub mod model;
 pub mod ops;
 pub mod optim;
 pub mod plot;
+pub mod replicas;
 pub mod rng;
 pub mod run;
 pub mod sweep;

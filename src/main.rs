@@ -113,23 +113,9 @@ enum Command {
         /// The folder holding run folders.
         dir: Option<PathBuf>,
     },
-    /// Training speed of a job, through the Learner and as a bare step loop.
-    Bench {
-        /// The job file.
-        config: PathBuf,
-        /// auto, cpu, cuda[:N] or wgpu[:N] (see ember info).
-        #[arg(long, default_value = "auto")]
-        device: DeviceRequest,
-        /// Epochs to time (the first is reported apart as warm-up).
-        #[arg(long, default_value_t = 5)]
-        epochs: usize,
-        /// Train on the first N rows only.
-        #[arg(long, value_name = "N")]
-        max_train_rows: Option<usize>,
-        /// Print the report as one JSON object.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Training speed of a job: through the Learner and as a bare step loop, or with
+    /// `--replicas K`, K seeds as replicas against K processes.
+    Bench(BenchArgs),
     /// Version, backends compiled in, devices found.
     Info,
     /// Many trials of one job (seeds, a grid, random draws): `ember sweep plan SWEEP.toml`.
@@ -156,6 +142,32 @@ enum Command {
     },
 }
 
+/// `ember bench`'s arguments.
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// The job file.
+    config: PathBuf,
+    /// auto, cpu, cuda[:N] or wgpu[:N] (see ember info).
+    #[arg(long, default_value = "auto")]
+    device: DeviceRequest,
+    /// Epochs to time (the first is reported apart as warm-up).
+    #[arg(long, default_value_t = 5)]
+    epochs: usize,
+    /// Train on the first N rows only.
+    #[arg(long, value_name = "N")]
+    max_train_rows: Option<usize>,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Time K seeds of the job as replicas of one batched model, against K processes two
+    /// at a time on one thread each, K processes one after another, and one run.
+    #[arg(long, value_name = "K")]
+    replicas: Option<usize>,
+    /// With --replicas: rounds to take the median of.
+    #[arg(long, default_value_t = 1, requires = "replicas")]
+    rounds: usize,
+}
+
 #[derive(Subcommand)]
 enum SweepAction {
     /// List the trials a sweep file expands into, with their overrides and units.
@@ -179,6 +191,19 @@ enum SweepAction {
         sweep: PathBuf,
         #[command(flatten)]
         args: ember::sweep::slurm::SlurmArgs,
+    },
+    /// Train one unit of a sweep folder as replicas of one batched model (what `sweep run`
+    /// starts for such a unit).
+    #[command(hide = true)]
+    Unit {
+        /// The sweep folder.
+        dir: PathBuf,
+        /// The unit.
+        #[arg(long, value_name = "N")]
+        unit: usize,
+        /// auto, cpu, cuda[:N] or wgpu[:N].
+        #[arg(long, default_value = "auto")]
+        device: ember::device::DeviceRequest,
     },
     /// Rank a sweep's configurations; writes sweep.json and sweep.png into its folder.
     Report {
@@ -254,6 +279,26 @@ fn init(csv: Option<PathBuf>, label: Option<String>, images: Option<PathBuf>) ->
     Ok(())
 }
 
+/// `ember bench`: the Learner against a bare loop, or with `--replicas`, replicas against
+/// processes.
+fn bench<D: ember::device::Backends>(a: BenchArgs) -> Result<String> {
+    let report = match a.replicas {
+        Some(k) => {
+            let rows = (Some(a.epochs), a.max_train_rows);
+            let r = ember::replicas::bench::run(&a.config, k, rows, a.device, a.rounds)?;
+            (serde_json::to_string(&r), r.text())
+        }
+        None => {
+            let r = ember::bench::run::<D>(&a.config, a.device, a.epochs, a.max_train_rows)?;
+            (serde_json::to_string(&r), r.text())
+        }
+    };
+    Ok(match a.json {
+        true => report.0.expect("a report serialises"),
+        false => report.1,
+    })
+}
+
 /// `ember sweep`'s actions; returns the lines to print.
 fn sweep(action: SweepAction, threads: Option<usize>, console: &Console) -> Result<String> {
     use ember::sweep;
@@ -262,6 +307,9 @@ fn sweep(action: SweepAction, threads: Option<usize>, console: &Console) -> Resu
         SweepAction::Run { sweep, args } => sweep::run::run(&sweep, &args, threads, console),
         SweepAction::Slurm { sweep, args } => sweep::slurm::write(&sweep, &args),
         SweepAction::Report { dir, metric } => sweep::report::report(&dir, metric),
+        SweepAction::Unit { dir, unit, device } => {
+            ember::replicas::unit::train::<AllBackends>(&dir, unit, device, console)
+        }
     }
 }
 
@@ -317,19 +365,7 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
             let dir = dir.unwrap_or_else(|| PathBuf::from("runs"));
             vec![ember::run::listing::report(&dir)?]
         }
-        Command::Bench {
-            config,
-            device,
-            epochs,
-            max_train_rows,
-            json,
-        } => {
-            let report = ember::bench::run::<D>(&config, device, epochs, max_train_rows)?;
-            vec![match json {
-                true => serde_json::to_string(&report).expect("a report serialises"),
-                false => report.text(),
-            }]
-        }
+        Command::Bench(args) => vec![bench::<D>(args)?],
         Command::Sweep { action } => vec![sweep(action, cli.threads, console)?],
         Command::Init { csv, label, images } => {
             init(csv, label, images)?;

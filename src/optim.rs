@@ -5,7 +5,7 @@
 //! PyTorch's `SGD`, `Adam` and `AdamW` (and Burn's): tests check each against Burn's optimizer.
 
 use crate::config::OptimizerSpec;
-use crate::ops::EmberBackend;
+use crate::ops::{EmberBackend, Lr};
 use burn::module::AutodiffModule;
 use burn::optim::SimpleOptimizer;
 use burn::optim::adaptor::OptimizerAdaptor;
@@ -49,12 +49,31 @@ impl<B: EmberBackend> SimpleOptimizer<B> for Sgd {
         grad: Tensor<B, D>,
         state: Option<Self::State<D>>,
     ) -> (Tensor<B, D>, Option<Self::State<D>>) {
+        self.step_at(&Lr::One(lr), tensor, grad, state)
+    }
+
+    fn to_device<const D: usize>(state: Self::State<D>, device: &B::Device) -> Self::State<D> {
+        SgdState {
+            velocity: state.velocity.to_device(device),
+        }
+    }
+}
+
+impl Sgd {
+    /// One update at learning rate `lr` (one, or one per replica).
+    fn step_at<B: EmberBackend, const D: usize>(
+        &self,
+        lr: &Lr<B>,
+        tensor: Tensor<B, D>,
+        grad: Tensor<B, D>,
+        state: Option<SgdState<B, D>>,
+    ) -> (Tensor<B, D>, Option<SgdState<B, D>>) {
         let grad = match self.weight_decay {
             0.0 => grad,
             decay => grad + tensor.clone().mul_scalar(decay),
         };
         if self.momentum == 0.0 {
-            let w = B::sgd_step(prim(tensor), prim(grad), lr as f32);
+            let w = B::sgd_step(prim(tensor), prim(grad), lr);
             return (self::tensor(w), None);
         }
         // The first step starts the velocity at the gradient, as PyTorch does.
@@ -68,18 +87,10 @@ impl<B: EmberBackend> SimpleOptimizer<B> for Sgd {
         } else {
             velocity.clone()
         };
-        let w = B::sgd_step(prim(tensor), prim(direction), lr as f32);
+        let w = B::sgd_step(prim(tensor), prim(direction), lr);
         (self::tensor(w), Some(SgdState { velocity }))
     }
 
-    fn to_device<const D: usize>(state: Self::State<D>, device: &B::Device) -> Self::State<D> {
-        SgdState {
-            velocity: state.velocity.to_device(device),
-        }
-    }
-}
-
-impl Sgd {
     pub fn init<B: AutodiffBackend, M: AutodiffModule<B>>(self) -> OptimizerAdaptor<Sgd, M, B>
     where
         B::InnerBackend: EmberBackend,
@@ -118,31 +129,7 @@ impl<B: EmberBackend> SimpleOptimizer<B> for Adam {
         grad: Tensor<B, D>,
         state: Option<Self::State<D>>,
     ) -> (Tensor<B, D>, Option<Self::State<D>>) {
-        let (tensor, grad) = match (self.weight_decay, self.decoupled) {
-            (0.0, _) => (tensor, grad),
-            (decay, true) => (tensor.mul_scalar(1.0 - lr * f64::from(decay)), grad),
-            (decay, false) => (tensor.clone(), grad + tensor.mul_scalar(decay)),
-        };
-        let (time, m, v) = match state {
-            Some(s) => (s.time + 1, s.moment_1, s.moment_2),
-            None => (1, grad.zeros_like(), grad.zeros_like()),
-        };
-        let step = crate::ops::AdamStep {
-            lr: lr as f32,
-            beta1: self.beta1,
-            beta2: self.beta2,
-            epsilon: self.epsilon,
-            time,
-        };
-        let (w, m, v) = B::adam_step(prim(tensor), prim(grad), prim(m), prim(v), step);
-        (
-            self::tensor(w),
-            Some(AdamState {
-                time,
-                moment_1: self::tensor(m),
-                moment_2: self::tensor(v),
-            }),
-        )
+        self.step_at(&Lr::One(lr), tensor, grad, state)
     }
 
     fn to_device<const D: usize>(state: Self::State<D>, device: &B::Device) -> Self::State<D> {
@@ -155,11 +142,100 @@ impl<B: EmberBackend> SimpleOptimizer<B> for Adam {
 }
 
 impl Adam {
+    /// One update at learning rate `lr` (one, or one per replica).
+    fn step_at<B: EmberBackend, const D: usize>(
+        &self,
+        lr: &Lr<B>,
+        tensor: Tensor<B, D>,
+        grad: Tensor<B, D>,
+        state: Option<AdamState<B, D>>,
+    ) -> (Tensor<B, D>, Option<AdamState<B, D>>) {
+        let (tensor, grad) = match (self.weight_decay, self.decoupled, lr) {
+            (0.0, _, _) => (tensor, grad),
+            (decay, true, Lr::One(lr)) => (tensor.mul_scalar(1.0 - lr * f64::from(decay)), grad),
+            (decay, true, lr) => {
+                let shrink = self::tensor::<B, D>(lr.scale(prim(tensor.clone()))).mul_scalar(decay);
+                (tensor - shrink, grad)
+            }
+            (decay, false, _) => (tensor.clone(), grad + tensor.mul_scalar(decay)),
+        };
+        let (time, m, v) = match state {
+            Some(s) => (s.time + 1, s.moment_1, s.moment_2),
+            None => (1, grad.zeros_like(), grad.zeros_like()),
+        };
+        let step = crate::ops::AdamStep {
+            beta1: self.beta1,
+            beta2: self.beta2,
+            epsilon: self.epsilon,
+            time,
+        };
+        let (w, m, v) = B::adam_step(prim(tensor), prim(grad), prim(m), prim(v), step, lr);
+        (
+            self::tensor(w),
+            Some(AdamState {
+                time,
+                moment_1: self::tensor(m),
+                moment_2: self::tensor(v),
+            }),
+        )
+    }
+
     pub fn init<B: AutodiffBackend, M: AutodiffModule<B>>(self) -> OptimizerAdaptor<Adam, M, B>
     where
         B::InnerBackend: EmberBackend,
     {
         OptimizerAdaptor::from(self)
+    }
+}
+
+/// An optimizer over K replicas stacked on each parameter's first axis, each at its own
+/// learning rate: the Learner's scheduled rate times the replica's factor (`factors`, `[K]`,
+/// on the device). The Learner has one learning rate; the per-replica ones live here.
+#[derive(Clone, Debug)]
+pub struct PerReplica<O, B: Backend> {
+    pub inner: O,
+    pub factors: Tensor<B, 1>,
+}
+
+impl<O, B: Backend> PerReplica<O, B> {
+    fn lr(&self, lr: f64) -> Lr<B> {
+        Lr::PerReplica(prim(self.factors.clone().mul_scalar(lr)))
+    }
+}
+
+impl<B: EmberBackend> SimpleOptimizer<B> for PerReplica<Sgd, B> {
+    type State<const D: usize> = SgdState<B, D>;
+
+    fn step<const D: usize>(
+        &self,
+        lr: f64,
+        tensor: Tensor<B, D>,
+        grad: Tensor<B, D>,
+        state: Option<Self::State<D>>,
+    ) -> (Tensor<B, D>, Option<Self::State<D>>) {
+        self.inner.step_at(&self.lr(lr), tensor, grad, state)
+    }
+
+    fn to_device<const D: usize>(state: Self::State<D>, device: &B::Device) -> Self::State<D> {
+        <Sgd as SimpleOptimizer<B>>::to_device(state, device)
+    }
+}
+
+impl<B: EmberBackend> SimpleOptimizer<B> for PerReplica<Adam, B> {
+    type State<const D: usize> = AdamState<B, D>;
+
+    fn step<const D: usize>(
+        &self,
+        lr: f64,
+        tensor: Tensor<B, D>,
+        grad: Tensor<B, D>,
+        state: Option<Self::State<D>>,
+    ) -> (Tensor<B, D>, Option<Self::State<D>>) {
+        self.inner.step_at(&self.lr(lr), tensor, grad, state)
+    }
+
+    fn to_device<const D: usize>(state: Self::State<D>, device: &B::Device) -> Self::State<D> {
+        <Adam as SimpleOptimizer<B>>::to_device(state, device)
     }
 }
 

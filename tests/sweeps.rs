@@ -99,6 +99,8 @@ fn a_sweep_runs_its_trials_resumes_the_interrupted_and_records_the_diverged() {
             parallel,
             "--device",
             "cpu",
+            // Trials as processes: replicas are tests/replicas.rs's.
+            "--processes",
         ])
     };
     let o = run("2");

@@ -80,6 +80,22 @@ impl<B: EmberBackend> Mlp<B> {
         }
     }
 
+    /// The linear layers, input to output.
+    pub(crate) fn layers(&self) -> &[Linear<B>] {
+        &self.layers
+    }
+
+    /// The same model with other weights and biases, layer by layer (the parameter ids kept).
+    pub(crate) fn with_values(mut self, values: Vec<(Tensor<B, 2>, Tensor<B, 1>)>) -> Self {
+        for (layer, (w, b)) in self.layers.iter_mut().zip(values) {
+            layer.weight = burn::module::Param::initialized(layer.weight.id, w);
+            if let Some(bias) = layer.bias.as_mut() {
+                *bias = burn::module::Param::initialized(bias.id, b);
+            }
+        }
+        self
+    }
+
     /// Outputs `[n, outputs]`: logits, or predicted targets.
     pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
         let (last, hidden) = self

@@ -54,7 +54,17 @@ pub fn train_output<B: AutodiffBackend, M: AutodiffModule<B>>(
     model: &M,
     out: StepOutput<B>,
 ) -> TrainOutput<StepOutput<B>> {
-    let grads = out.loss.backward();
+    let loss = out.loss.clone();
+    train_output_of(model, out, loss)
+}
+
+/// [`train_output`] with the gradients of `objective` (replicas: the sum of their losses).
+pub fn train_output_of<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: &M,
+    out: StepOutput<B>,
+    objective: Tensor<B, 1>,
+) -> TrainOutput<StepOutput<B>> {
+    let grads = objective.backward();
     let output = StepOutput {
         loss: out.loss.detach(),
         correct: out.correct.map(Tensor::detach),
@@ -103,12 +113,10 @@ struct RegressionTotals<B: Backend> {
     shift: Tensor<B, 2>,
     sum: Tensor<B, 2>,
     sum_sq: Tensor<B, 2>,
-    targets: usize,
 }
 
 impl<B: Backend> RegressionTotals<B> {
     fn add(acc: Option<Self>, step: RegressionStep<B>) -> Self {
-        let targets = step.targets.dims()[1];
         let shift = match &acc {
             Some(a) => a.shift.clone(),
             None => step.targets.clone().mean_dim(0),
@@ -121,7 +129,6 @@ impl<B: Backend> RegressionTotals<B> {
                 shift,
                 sum,
                 sum_sq,
-                targets,
             },
             Some(a) => Self {
                 abs_error: a.abs_error + step.abs_error_sum,
@@ -134,7 +141,6 @@ impl<B: Backend> RegressionTotals<B> {
 
     /// MAE and R² (one device read), from the pass's mean loss (the mean squared error).
     fn read(&self, mse: f64, rows: usize) -> (f64, Option<f64>) {
-        let k = self.targets;
         let all = Tensor::cat(
             vec![
                 self.abs_error.clone().reshape([1, 1]),
@@ -147,15 +153,22 @@ impl<B: Backend> RegressionTotals<B> {
             .convert::<f64>()
             .to_vec()
             .expect("a float tensor reads back");
-        let n = rows.max(1) as f64;
-        let sst: f64 = (0..k).map(|c| v[1 + k + c] - v[1 + c] * v[1 + c] / n).sum();
-        let mae = v[0] / (n * k as f64);
-        // Pooled over the targets (1 - total SSE / total SST); none where the targets do not vary.
-        let r2 = (rows >= 2 && sst > 0.0)
-            .then(|| 1.0 - mse * n * k as f64 / sst)
-            .filter(|r| r.is_finite());
-        (mae, r2)
+        fit(v[0], &v[1..], mse, rows)
     }
+}
+
+/// MAE and R² from a pass's summed absolute error, its targets' sums then sums of squares
+/// (`sums`, two per target column) and its mean squared error.
+fn fit(abs_error: f64, sums: &[f64], mse: f64, rows: usize) -> (f64, Option<f64>) {
+    let k = sums.len() / 2;
+    let n = rows.max(1) as f64;
+    let sst: f64 = (0..k).map(|c| sums[k + c] - sums[c] * sums[c] / n).sum();
+    let mae = abs_error / (n * k as f64);
+    // Pooled over the targets (1 - total SSE / total SST); none where the targets do not vary.
+    let r2 = (rows >= 2 && sst > 0.0)
+        .then(|| 1.0 - mse * n * k as f64 / sst)
+        .filter(|r| r.is_finite());
+    (mae, r2)
 }
 
 /// Running totals of the step outputs of one pass over a split, kept on the device: two
@@ -213,6 +226,44 @@ impl<B: Backend> StepTotals<B> {
             r2: regression.and_then(|r| r.1),
             rows: self.rows,
         }
+    }
+
+    /// Each replica's running means (the totals of a replica group, `[K]` each), with one
+    /// device read: the regression targets' moments are shared, as every replica sees the
+    /// same validation rows.
+    pub fn read_replicas(&self, replicas: usize) -> Vec<StepStats> {
+        let flat = |t: &Tensor<B, 2>| t.clone().reshape([-1]);
+        let mut parts: Vec<Tensor<B, 1>> = self.loss_sum.iter().cloned().collect();
+        parts.extend(self.correct.clone());
+        if let Some(r) = &self.regression {
+            parts.extend([r.abs_error.clone(), flat(&r.sum), flat(&r.sum_sq)]);
+        }
+        if parts.is_empty() {
+            return Vec::new();
+        }
+        let v: Vec<f64> = crate::device::host_read::read(Tensor::cat(parts, 0))
+            .convert::<f64>()
+            .to_vec()
+            .expect("a float tensor reads back");
+        let n = self.rows.max(1) as f64;
+        let correct_at = self.correct.is_some().then_some(replicas);
+        let abs_at = replicas * (1 + usize::from(self.correct.is_some()));
+        (0..replicas)
+            .map(|r| {
+                let loss = v[r] / n;
+                let fitted = self
+                    .regression
+                    .as_ref()
+                    .map(|_| fit(v[abs_at + r], &v[abs_at + replicas..], loss, self.rows));
+                StepStats {
+                    loss,
+                    accuracy: correct_at.map(|c| v[c + r] / n),
+                    mae: fitted.map(|f| f.0),
+                    r2: fitted.and_then(|f| f.1),
+                    rows: self.rows,
+                }
+            })
+            .collect()
     }
 
     /// A report for Burn's metrics: the running means as tiny tensors.

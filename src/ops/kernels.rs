@@ -383,13 +383,28 @@ pub fn linear_backward(
     }
 }
 
-/// One Adam step; see [`adam_generic`].
+/// The learning rate of each replica (one for a plain tensor), read from the host-side
+/// storage of the CPU backend.
+pub fn learning_rates(lr: &super::Lr<burn::backend::Flex>) -> Vec<f32> {
+    match lr {
+        super::Lr::One(lr) => vec![*lr as f32],
+        super::Lr::PerReplica(v) => {
+            let v = v.clone().to_contiguous();
+            let n = v.layout().num_elements();
+            v.storage::<f32>()[v.layout().start_offset()..][..n].to_vec()
+        }
+    }
+}
+
+/// One Adam step; see [`adam_generic`]. `lrs` has one rate, or one per replica: the tensors'
+/// elements split into as many equal slices, in order.
 pub fn adam(
     w: FlexTensor,
     g: FlexTensor,
     m: FlexTensor,
     v: FlexTensor,
     s: super::AdamStep,
+    lrs: &[f32],
 ) -> (FlexTensor, FlexTensor, FlexTensor) {
     let w = if w.layout().is_contiguous() && w.layout().start_offset() == 0 {
         w
@@ -408,18 +423,213 @@ pub fn adam(
         &mut m.storage_mut::<f32>()[..n],
         &mut v.storage_mut::<f32>()[..n],
     );
-    let step = |g: &mut [f32], w: &[f32], m: &mut [f32], v: &mut [f32]| {
-        adam_slice(g, w, m, v, s.beta1, s.beta2, factor, eps, s.lr)
-    };
-    // Split across the pool for large tensors, as `sgd` is.
-    match chunk_len(n) {
-        Some(c) => g
-            .par_chunks_mut(c)
-            .zip(w.par_chunks(c))
-            .zip(m1.par_chunks_mut(c))
-            .zip(v1.par_chunks_mut(c))
-            .for_each(|(((g, w), m), v)| step(g, w, m, v)),
-        None => step(g, w, m1, v1),
+    let each = n / lrs.len();
+    let slices = g
+        .chunks_mut(each)
+        .zip(w.chunks(each))
+        .zip(m1.chunks_mut(each).zip(v1.chunks_mut(each)));
+    for (((g, w), (m, v)), &lr) in slices.zip(lrs) {
+        let step = |g: &mut [f32], w: &[f32], m: &mut [f32], v: &mut [f32]| {
+            adam_slice(g, w, m, v, s.beta1, s.beta2, factor, eps, lr)
+        };
+        // Split across the pool for large tensors, as `sgd` is.
+        match chunk_len(g.len()) {
+            Some(c) => g
+                .par_chunks_mut(c)
+                .zip(w.par_chunks(c))
+                .zip(m.par_chunks_mut(c))
+                .zip(v.par_chunks_mut(c))
+                .for_each(|(((g, w), m), v)| step(g, w, m, v)),
+            None => step(g, w, m, v),
+        }
     }
     (out, m, v)
+}
+
+/// Replica `r`'s `[rows, cols]` matrix in a stacked `[K, rows, cols]` tensor, or the tensor
+/// itself when it is a 2-d one that every replica shares.
+fn replica_view(t: &FlexTensor, r: usize) -> (*const f32, isize, isize) {
+    let strides = t.layout().strides();
+    if strides.len() == 2 {
+        return view(t);
+    }
+    let base = t.storage::<f32>().as_ptr();
+    let offset = t.layout().start_offset() as isize + r as isize * strides[0];
+    // SAFETY: replica r's first element lies inside the tensor's storage.
+    (unsafe { base.offset(offset) }, strides[1], strides[2])
+}
+
+/// A raw view that crosses into the pool's threads: each writes its own replica's slice.
+#[derive(Clone, Copy)]
+struct SendView((*const f32, isize, isize));
+// SAFETY: the views point into tensors that outlive the parallel loop and are only read.
+unsafe impl Send for SendView {}
+unsafe impl Sync for SendView {}
+
+/// Runs `each(r, slice)` over the `r`-th `len`-element slice of `out`, one replica per pool
+/// thread when there are several replicas and enough `work` (multiply-adds) to share, else in
+/// turn with each product split across the pool (`split` = true).
+fn per_replica(
+    out: &mut [f32],
+    len: usize,
+    work: usize,
+    each: impl Fn(usize, &mut [f32], bool) + Sync,
+) {
+    let replicas = out.len() / len.max(1);
+    if replicas > 1 && work >= 64 * 64 * 64 && rayon::current_num_threads() > 1 {
+        out.par_chunks_mut(len)
+            .enumerate()
+            .for_each(|(r, dst)| each(r, dst, false));
+    } else {
+        for (r, dst) in out.chunks_mut(len.max(1)).enumerate() {
+            each(r, dst, true);
+        }
+    }
+}
+
+/// [`linear`] for K replicas: `x` `[K, m, k]` (or `[m, k]`, shared), `w` `[K, k, n]`, `b`
+/// `[K, n]`, giving `[K, m, n]`: one product per replica, each onto its bias rows.
+pub fn linear_replicas(
+    x: FlexTensor,
+    w: FlexTensor,
+    b: FlexTensor,
+    act: super::Activation,
+) -> FlexTensor {
+    let ws = w.layout().shape().clone();
+    let (reps, k, n) = (ws[0], ws[1], ws[2]);
+    let xs = x.layout().shape();
+    let m = xs[xs.num_dims() - 2];
+    assert_eq!(xs[xs.num_dims() - 1], k, "linear: x has the wrong width");
+    let b = b.to_contiguous();
+    let bias = &b.storage::<f32>()[b.layout().start_offset()..][..reps * n];
+    let mut out: Vec<f32> = Vec::with_capacity(reps * m * n);
+    for r in 0..reps {
+        for _ in 0..m {
+            out.extend_from_slice(&bias[r * n..][..n]);
+        }
+    }
+    let views: Vec<(SendView, SendView)> = (0..reps)
+        .map(|r| (SendView(replica_view(&x, r)), SendView(replica_view(&w, r))))
+        .collect();
+    // Each replica's product and activation on one thread, while its output is in cache.
+    per_replica(&mut out, m * n, reps * m * n * k, |r, dst, split| {
+        let (xv, wv) = views[r];
+        // SAFETY: `dst` holds replica r's m * n initialised elements; the views address its
+        // input and weights.
+        unsafe { gemm_into(dst.as_mut_ptr(), (m, n, k), true, xv.0, wv.0, split) };
+        match act {
+            super::Activation::Identity => {}
+            super::Activation::Relu => relu_slice(dst),
+            super::Activation::Tanh => tanh_slice(dst),
+        }
+    });
+    FlexTensor::from_data(burn::tensor::TensorData::new(out, [reps, m, n]))
+}
+
+/// Each replica's gradient before the activation (`[K, m, n]`, in the incoming gradient's
+/// buffer) and its bias gradient (`[K, n]`), one replica per thread.
+fn replica_dz(
+    grad: FlexTensor,
+    y: FlexTensor,
+    act: super::Activation,
+    (reps, m, n): (usize, usize, usize),
+) -> (FlexTensor, Vec<f32>) {
+    let mut dz = owned_contiguous(grad);
+    let y = y.to_contiguous();
+    let y_values = &y.storage::<f32>()[y.layout().start_offset()..][..reps * m * n];
+    let mut db = vec![0f32; reps * n];
+    let dz_all = &mut dz.storage_mut::<f32>()[..reps * m * n];
+    let each = |(dz, (y, sums)): (&mut [f32], (&[f32], &mut [f32]))| {
+        match act {
+            super::Activation::Identity => {}
+            super::Activation::Relu => relu_grad_slice(dz, y),
+            super::Activation::Tanh => tanh_grad_slice(dz, y),
+        }
+        column_sums(sums, dz);
+    };
+    let parts = dz_all
+        .par_chunks_mut(m * n)
+        .zip(y_values.par_chunks(m * n).zip(db.par_chunks_mut(n)));
+    if reps > 1 && reps * m * n >= PARALLEL_ELEMENTS && rayon::current_num_threads() > 1 {
+        parts.for_each(each);
+    } else {
+        let parts = dz_all
+            .chunks_mut(m * n)
+            .zip(y_values.chunks(m * n).zip(db.chunks_mut(n)));
+        parts.for_each(each);
+    }
+    (dz, db)
+}
+
+/// The gradients of [`linear_replicas`], replica by replica; a shared input's gradient is the
+/// sum over the replicas.
+pub fn linear_replicas_backward(
+    x: FlexTensor,
+    w: FlexTensor,
+    y: FlexTensor,
+    grad: FlexTensor,
+    act: super::Activation,
+    need_dx: bool,
+) -> super::LinearGrads<burn::backend::Flex> {
+    let gs = grad.layout().shape().clone();
+    let (reps, m, n) = (gs[0], gs[1], gs[2]);
+    let k = w.layout().shape()[1];
+    let (dz, db) = replica_dz(grad, y, act, (reps, m, n));
+    let dz_values = &dz.storage::<f32>()[..reps * m * n];
+    let dz_view = |r: usize| SendView((dz_values[r * m * n..].as_ptr(), n as isize, 1));
+    let views: Vec<(SendView, SendView, SendView)> = (0..reps)
+        .map(|r| {
+            let (x, w) = (replica_view(&x, r), replica_view(&w, r));
+            (SendView(x), SendView(w), dz_view(r))
+        })
+        .collect();
+    // dw_r [k, n] = x_rᵀ [k, m] · dz_r [m, n].
+    let mut dw = vec![0f32; reps * k * n];
+    per_replica(&mut dw, k * n, reps * m * n * k, |r, dst, split| {
+        let ((xp, x_rs, x_cs), dz) = (views[r].0.0, views[r].2.0);
+        // SAFETY: `dst` holds k * n elements; the views address x_r and dz_r.
+        unsafe {
+            gemm_into(
+                dst.as_mut_ptr(),
+                (k, n, m),
+                false,
+                (xp, x_cs, x_rs),
+                dz,
+                split,
+            )
+        };
+    });
+    // dx_r [m, k] = dz_r [m, n] · w_rᵀ [n, k].
+    let dx = need_dx.then(|| {
+        let mut dx = vec![0f32; reps * m * k];
+        per_replica(&mut dx, m * k, reps * m * n * k, |r, dst, split| {
+            let ((wp, w_rs, w_cs), dz) = (views[r].1.0, views[r].2.0);
+            // SAFETY: `dst` holds m * k elements; the views address dz_r and w_r.
+            unsafe {
+                gemm_into(
+                    dst.as_mut_ptr(),
+                    (m, k, n),
+                    false,
+                    dz,
+                    (wp, w_cs, w_rs),
+                    split,
+                )
+            };
+        });
+        if x.layout().shape().num_dims() == 2 {
+            let mut sum = vec![0f32; m * k];
+            for part in dx.chunks(m * k) {
+                for (s, v) in sum.iter_mut().zip(part) {
+                    *s += v;
+                }
+            }
+            return tensor(sum, m, k);
+        }
+        FlexTensor::from_data(burn::tensor::TensorData::new(dx, [reps, m, k]))
+    });
+    super::LinearGrads {
+        dx,
+        dw: FlexTensor::from_data(burn::tensor::TensorData::new(dw, [reps, k, n])),
+        db: FlexTensor::from_data(burn::tensor::TensorData::new(db, [reps, n])),
+    }
 }

@@ -29,10 +29,32 @@ pub enum Activation {
     Tanh,
 }
 
-/// One Adam update's hyper-parameters; `time` counts steps from 1.
+/// A learning rate: one for the whole tensor, or one per replica, as a `[K]` vector on the
+/// device whose entries scale the slices of the tensor's first (replica) axis.
+#[derive(Debug, Clone)]
+pub enum Lr<B: Backend> {
+    One(f64),
+    PerReplica(FloatTensor<B>),
+}
+
+impl<B: Backend> Lr<B> {
+    /// `t * lr`, the vector broadcast along the replica axis.
+    pub fn scale(&self, t: FloatTensor<B>) -> FloatTensor<B> {
+        match self {
+            Lr::One(lr) => B::float_mul_scalar(t, (*lr as f32).into()),
+            Lr::PerReplica(v) => {
+                let rank = t.shape().num_dims();
+                let mut dims = vec![1; rank];
+                dims[0] = v.shape()[0];
+                B::float_mul(t, B::float_reshape(v.clone(), Shape::from(dims)))
+            }
+        }
+    }
+}
+
+/// One Adam update's hyper-parameters (the learning rate aside); `time` counts steps from 1.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdamStep {
-    pub lr: f32,
     pub beta1: f32,
     pub beta2: f32,
     pub epsilon: f32,
@@ -52,8 +74,8 @@ impl AdamStep {
 /// Operations ember implements itself for some backends, with Burn's as the fallback.
 pub trait EmberBackend: Backend {
     /// `w - lr * g`.
-    fn sgd_step(w: FloatTensor<Self>, g: FloatTensor<Self>, lr: f32) -> FloatTensor<Self> {
-        Self::float_sub(w, Self::float_mul_scalar(g, lr.into()))
+    fn sgd_step(w: FloatTensor<Self>, g: FloatTensor<Self>, lr: &Lr<Self>) -> FloatTensor<Self> {
+        Self::float_sub(w, lr.scale(g))
     }
 
     /// One Adam update: the new weights and moments.
@@ -63,6 +85,7 @@ pub trait EmberBackend: Backend {
         m: FloatTensor<Self>,
         v: FloatTensor<Self>,
         s: AdamStep,
+        lr: &Lr<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let (factor, eps) = s.corrections();
         let m = Self::float_add(
@@ -77,22 +100,35 @@ pub trait EmberBackend: Backend {
             Self::float_mul_scalar(m.clone(), factor.into()),
             Self::float_add_scalar(Self::float_sqrt(v.clone()), eps.into()),
         );
-        let w = Self::float_sub(w, Self::float_mul_scalar(update, s.lr.into()));
+        let w = Self::float_sub(w, lr.scale(update));
         (w, m, v)
     }
 
-    /// `act(x · w + b)` for `x` `[m, k]`, `w` `[k, n]` (Burn's layout) and `b` `[n]`.
+    /// `act(x · w + b)` for `x` `[m, k]`, `w` `[k, n]` (Burn's layout) and `b` `[n]`; or, for
+    /// K replicas, `w` `[K, k, n]`, `b` `[K, n]` and `x` `[K, m, k]` (or `[m, k]`, shared by
+    /// every replica), giving `[K, m, n]`.
     fn fused_linear(
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
         b: FloatTensor<Self>,
         act: Activation,
     ) -> FloatTensor<Self> {
-        let n = b.shape()[0];
-        let z = Self::float_add(
-            Self::float_matmul(x, w),
-            Self::float_reshape(b, Shape::new([1, n])),
-        );
+        let z = match replicas_of(&w) {
+            None => {
+                let n = b.shape()[0];
+                Self::float_add(
+                    Self::float_matmul(x, w),
+                    Self::float_reshape(b, Shape::new([1, n])),
+                )
+            }
+            Some(r) => {
+                let n = w.shape()[2];
+                Self::float_add(
+                    Self::float_matmul(per_replica::<Self>(x, r), w),
+                    Self::float_reshape(b, Shape::new([r, 1, n])),
+                )
+            }
+        };
         match act {
             Activation::Identity => z,
             Activation::Relu => Self::relu(z),
@@ -115,10 +151,27 @@ pub trait EmberBackend: Backend {
             Activation::Relu => Self::relu_backward(y, grad),
             Activation::Tanh => Self::tanh_backward(y, grad),
         };
-        let n = dz.shape()[1];
-        let db = Self::float_reshape(Self::float_sum_dim(dz.clone(), 0), Shape::new([n]));
-        let dx = need_dx.then(|| Self::float_matmul(dz.clone(), Self::float_transpose(w)));
-        let dw = Self::float_matmul(Self::float_transpose(x), dz);
+        let Some(r) = replicas_of(&w) else {
+            let n = dz.shape()[1];
+            let db = Self::float_reshape(Self::float_sum_dim(dz.clone(), 0), Shape::new([n]));
+            let dx = need_dx.then(|| Self::float_matmul(dz.clone(), Self::float_transpose(w)));
+            let dw = Self::float_matmul(Self::float_transpose(x), dz);
+            return LinearGrads { dx, dw, db };
+        };
+        let n = dz.shape()[2];
+        let db = Self::float_reshape(Self::float_sum_dim(dz.clone(), 1), Shape::new([r, n]));
+        let shared = x.shape().num_dims() == 2;
+        let dx = need_dx.then(|| {
+            let dx = Self::float_matmul(dz.clone(), Self::float_swap_dims(w, 1, 2));
+            if shared {
+                let [_, m, k] = dx.shape().dims();
+                Self::float_reshape(Self::float_sum_dim(dx, 0), Shape::new([m, k]))
+            } else {
+                dx
+            }
+        });
+        let x = per_replica::<Self>(x, r);
+        let dw = Self::float_matmul(Self::float_swap_dims(x, 1, 2), dz);
         LinearGrads { dx, dw, db }
     }
 
@@ -133,6 +186,25 @@ pub trait EmberBackend: Backend {
         let one_minus = Self::float_add_scalar(Self::float_neg(y2), 1f32.into());
         Self::float_mul(grad, one_minus)
     }
+}
+
+/// The replica count of a stacked `[K, k, n]` weight; `None` for a plain `[k, n]` one.
+pub fn replicas_of<T: TensorMetadata>(w: &T) -> Option<usize> {
+    let shape = w.shape();
+    (shape.num_dims() == 3).then(|| shape[0])
+}
+
+/// `x` as `[K, m, k]`: itself, or a shared `[m, k]` input repeated for each of the `r` replicas.
+fn per_replica<B: Backend>(x: FloatTensor<B>, r: usize) -> FloatTensor<B> {
+    let shape = x.shape();
+    if shape.num_dims() == 3 {
+        return x;
+    }
+    let (m, k) = (shape[0], shape[1]);
+    B::float_expand(
+        B::float_reshape(x, Shape::new([1, m, k])),
+        Shape::new([r, m, k]),
+    )
 }
 
 /// The gradients of a linear layer.
@@ -161,14 +233,36 @@ pub fn linear<B: EmberBackend>(
     )))
 }
 
+/// `act(x · weight + bias)` for K replicas: `weight` `[K, k, n]`, `bias` `[K, n]`, and `x`
+/// `[K, m, k]` or, shared by every replica, `[m, k]`; gives `[K, m, n]`.
+pub fn linear_replicas<B: EmberBackend, const D: usize>(
+    x: Tensor<B, D>,
+    weight: &burn::module::Param<Tensor<B, 3>>,
+    bias: &burn::module::Param<Tensor<B, 2>>,
+    act: Activation,
+) -> Tensor<B, 3> {
+    Tensor::from_primitive(TensorPrimitive::Float(B::fused_linear(
+        x.into_primitive().tensor(),
+        weight.val().into_primitive().tensor(),
+        bias.val().into_primitive().tensor(),
+        act,
+    )))
+}
+
 /// Element-wise tanh through ember's backend extension.
 pub fn tanh<B: EmberBackend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
     Tensor::from_primitive(TensorPrimitive::Float(B::tanh(x.into_primitive().tensor())))
 }
 
 impl EmberBackend for Flex {
-    fn sgd_step(w: FloatTensor<Self>, g: FloatTensor<Self>, lr: f32) -> FloatTensor<Self> {
-        kernels::zip_f32(g, w, |g, w| kernels::sgd(g, w, lr))
+    fn sgd_step(w: FloatTensor<Self>, g: FloatTensor<Self>, lr: &Lr<Self>) -> FloatTensor<Self> {
+        let lrs = kernels::learning_rates(lr);
+        kernels::zip_f32(g, w, |g, w| {
+            let each = g.len() / lrs.len();
+            for ((g, w), lr) in g.chunks_mut(each).zip(w.chunks(each)).zip(&lrs) {
+                kernels::sgd(g, w, *lr);
+            }
+        })
     }
 
     fn adam_step(
@@ -177,8 +271,9 @@ impl EmberBackend for Flex {
         m: FloatTensor<Self>,
         v: FloatTensor<Self>,
         s: AdamStep,
+        lr: &Lr<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        kernels::adam(w, g, m, v, s)
+        kernels::adam(w, g, m, v, s, &kernels::learning_rates(lr))
     }
 
     fn fused_linear(
@@ -187,7 +282,10 @@ impl EmberBackend for Flex {
         b: FloatTensor<Self>,
         act: Activation,
     ) -> FloatTensor<Self> {
-        kernels::linear(x, w, b, act)
+        match replicas_of(&w) {
+            None => kernels::linear(x, w, b, act),
+            Some(_) => kernels::linear_replicas(x, w, b, act),
+        }
     }
 
     fn fused_linear_backward(
@@ -198,7 +296,10 @@ impl EmberBackend for Flex {
         act: Activation,
         need_dx: bool,
     ) -> LinearGrads<Self> {
-        kernels::linear_backward(x, w, y, grad, act, need_dx)
+        match replicas_of(&w) {
+            None => kernels::linear_backward(x, w, y, grad, act, need_dx),
+            Some(_) => kernels::linear_replicas_backward(x, w, y, grad, act, need_dx),
+        }
     }
 
     fn tanh(x: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -308,6 +409,67 @@ mod tests {
                         &bias.grad(&g_burn).unwrap().into_data(),
                         Tolerance::absolute(5e-5),
                     );
+            }
+        }
+    }
+
+    /// The replicas' fused linear (`[K, m, k]` or shared `[m, k]` inputs) against Burn's
+    /// batched matmul, forward and all three gradients, for each activation.
+    #[test]
+    fn replica_linear_matches_burns_batched_matmul() {
+        use burn::module::Param;
+        let device = Default::default();
+        let (k, m, i, n) = (3, 9, 7, 5);
+        for act in [Activation::Identity, Activation::Relu, Activation::Tanh] {
+            for shared in [false, true] {
+                let dist = Distribution::Normal(0.0, 1.0);
+                let x = match shared {
+                    true => Tensor::<A, 2>::random([m, i], dist, &device).require_grad(),
+                    false => Tensor::<A, 3>::random([k, m, i], dist, &device)
+                        .reshape([k * m, i])
+                        .require_grad(),
+                };
+                let w = Param::from_tensor(Tensor::<A, 3>::random([k, i, n], dist, &device));
+                let b = Param::from_tensor(Tensor::<A, 2>::random([k, n], dist, &device));
+                let x3 = match shared {
+                    true => x.clone().reshape([1, m, i]).expand([k, m, i]),
+                    false => x.clone().reshape([k, m, i]),
+                };
+                // A shared input goes in as it is, 2-d.
+                let ours = match shared {
+                    true => linear_replicas(x.clone(), &w, &b, act),
+                    false => linear_replicas(x3.clone(), &w, &b, act),
+                };
+                let z = x3.matmul(w.val()) + b.val().reshape([k, 1, n]);
+                let burns = match act {
+                    Activation::Identity => z,
+                    Activation::Relu => burn::tensor::activation::relu(z),
+                    Activation::Tanh => z.tanh(),
+                };
+                let tol = Tolerance::absolute(5e-5);
+                ours.clone()
+                    .into_data()
+                    .assert_approx_eq::<f32>(&burns.clone().into_data(), tol);
+                let g = Tensor::<A, 3>::random([k, m, n], Distribution::Default, &device);
+                let ga = (ours * g.clone()).sum().backward();
+                let gb = (burns * g).sum().backward();
+                let grads = [
+                    (
+                        x.grad(&ga).unwrap().into_data(),
+                        x.grad(&gb).unwrap().into_data(),
+                    ),
+                    (
+                        w.grad(&ga).unwrap().into_data(),
+                        w.grad(&gb).unwrap().into_data(),
+                    ),
+                    (
+                        b.grad(&ga).unwrap().into_data(),
+                        b.grad(&gb).unwrap().into_data(),
+                    ),
+                ];
+                for (a, b) in grads {
+                    a.assert_approx_eq::<f32>(&b, tol);
+                }
             }
         }
     }

@@ -5,7 +5,9 @@
 //! SWEEP_DIR/sweep.toml       the sweep file, its `base` pointing at the copy beside it
 //! SWEEP_DIR/base.toml        the base job file, as written
 //! SWEEP_DIR/trial-NNN/       an ordinary run folder (config.toml, metrics.csv, model, ...)
+//! SWEEP_DIR/unit-NNN/        a replica group's checkpoints, and the list of its trials
 //! SWEEP_DIR/logs/trial-NNN.log   the trial's output; .exit holds its exit code once it ends
+//! SWEEP_DIR/logs/unit-NNN.log    a replica group's output, and its .exit
 //! SWEEP_DIR/sweep.json, sweep.png, sweep.sbatch   report and Slurm script
 //! ```
 
@@ -132,9 +134,23 @@ impl SweepDir {
         self.path.join(format!("trial-{index:03}"))
     }
 
+    /// The folder of replica unit `unit`: the group's checkpoints and the list of its trials.
+    pub fn unit(&self, unit: usize) -> PathBuf {
+        self.path.join(format!("unit-{unit:03}"))
+    }
+
     /// The log of trial `index`, and the file holding its exit code once it ended.
     pub fn log(&self, index: usize) -> (PathBuf, PathBuf) {
-        let stem = self.path.join(LOGS).join(format!("trial-{index:03}"));
+        self.log_of(&format!("trial-{index:03}"))
+    }
+
+    /// The log of replica unit `unit` (the trials' own logs stay empty), and its exit file.
+    pub fn unit_log(&self, unit: usize) -> (PathBuf, PathBuf) {
+        self.log_of(&format!("unit-{unit:03}"))
+    }
+
+    fn log_of(&self, name: &str) -> (PathBuf, PathBuf) {
+        let stem = self.path.join(LOGS).join(name);
         (stem.with_extension("log"), stem.with_extension("exit"))
     }
 

@@ -13,7 +13,7 @@ pub mod slurm;
 pub use plan::{Plan, Trial, plan};
 
 /// This ember binary's absolute path: what the trials and the Slurm tasks run.
-fn ember_binary() -> crate::error::Result<std::path::PathBuf> {
+pub(crate) fn ember_binary() -> crate::error::Result<std::path::PathBuf> {
     std::env::current_exe().map_err(|e| {
         crate::error::EmberError::Runtime(format!("cannot find the ember binary: {e}"))
     })

@@ -1,11 +1,12 @@
 //! `ember sweep run`: the sweep's trials (or one unit's, with `--unit`) as `ember train`
-//! processes, `--parallel N` at a time, sharing the cores. Each writes an ordinary run folder
-//! under the sweep folder. Re-running skips the trials that ended, resumes those with a
+//! processes, `--parallel N` at a time, sharing the cores; a unit whose trials differ only in
+//! seed and learning rate trains as one process of replicas (`ember sweep unit`). Each trial
+//! writes an ordinary run folder under the sweep folder. Re-running skips the trials that ended, resumes those with a
 //! checkpoint, and leaves alone those another process holds (the run lock), so a Slurm task that
 //! lands on the same folder twice is safe. A trial that fails is recorded, and the sweep goes on.
 
 use super::folder::{BASE, SweepDir, TrialState};
-use super::plan::Trial;
+use super::plan::{Plan, Trial};
 use crate::console::{Console, duration};
 use crate::device::DeviceRequest;
 use crate::error::{EmberError, Result};
@@ -36,6 +37,43 @@ pub struct RunArgs {
     /// Override a field of every trial (KEY=VALUE, repeatable), e.g. `--set epochs=3`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Train every trial as its own process, even where a unit's trials could train as
+    /// replicas of one batched model.
+    #[arg(long)]
+    pub processes: bool,
+}
+
+/// What the pool starts: one trial as its own `ember train`, or a unit's trials as replicas
+/// in one `ember sweep unit`.
+enum Job<'a> {
+    Trial(&'a Trial),
+    Unit(usize, Vec<&'a Trial>),
+}
+
+/// The sweep's work: each unit whose trials can train as replicas as one job (unless
+/// `processes`), every other trial as a job of its own.
+fn jobs<'a>(
+    dir: &SweepDir,
+    plan: &Plan,
+    trials: Vec<&'a Trial>,
+    processes: bool,
+) -> Result<Vec<Job<'a>>> {
+    let mut jobs = Vec::new();
+    let mut units: Vec<usize> = trials.iter().map(|t| t.unit).collect();
+    units.dedup();
+    for unit in units {
+        let members: Vec<&Trial> = trials.iter().copied().filter(|t| t.unit == unit).collect();
+        let configs = members
+            .iter()
+            .map(|t| crate::replicas::unit::trial_config(dir, plan, t))
+            .collect::<Result<Vec<_>>>()?;
+        if !processes && crate::replicas::why_not(&configs).is_none() {
+            jobs.push(Job::Unit(unit, members));
+        } else {
+            jobs.extend(members.into_iter().map(Job::Trial));
+        }
+    }
+    Ok(jobs)
 }
 
 /// How the trials of this invocation ended.
@@ -84,7 +122,7 @@ pub fn run(
         running: Vec::new(),
         tally: Tally::default(),
     };
-    pool.drain(trials);
+    pool.drain(jobs(&dir, &plan, trials, args.processes)?);
     finish(&dir, &plan.name, &pool.tally, pool.stop.requested())
 }
 
@@ -132,7 +170,7 @@ struct Pool<'a> {
 }
 
 struct Running<'a> {
-    trial: &'a Trial,
+    job: Job<'a>,
     child: Child,
     started: Instant,
 }
@@ -141,8 +179,8 @@ impl<'a> Pool<'a> {
     /// Starts the trials as places free up, until all have ended. On Ctrl-C (or the SIGINT that
     /// Slurm sends before a time limit), no new trial starts and each running one is asked,
     /// once, to stop after its epoch's checkpoint.
-    fn drain(&mut self, trials: Vec<&'a Trial>) {
-        let mut queue: VecDeque<&Trial> = trials.into();
+    fn drain(&mut self, jobs: Vec<Job<'a>>) {
+        let mut queue: VecDeque<Job> = jobs.into();
         while !queue.is_empty() || !self.running.is_empty() {
             if self.stop.requested() && !self.forwarded {
                 queue.clear();
@@ -153,9 +191,12 @@ impl<'a> Pool<'a> {
                 }
             }
             while self.running.len() < self.args.parallel
-                && let Some(trial) = queue.pop_front()
+                && let Some(job) = queue.pop_front()
             {
-                self.start(trial);
+                match job {
+                    Job::Trial(trial) => self.start(trial),
+                    Job::Unit(unit, trials) => self.start_unit(unit, trials),
+                }
             }
             std::thread::sleep(Duration::from_millis(50));
             self.reap();
@@ -176,7 +217,7 @@ impl<'a> Pool<'a> {
             }
             state => match self.spawn(trial, &state) {
                 Ok(child) => self.running.push(Running {
-                    trial,
+                    job: Job::Trial(trial),
                     child,
                     started: Instant::now(),
                 }),
@@ -201,11 +242,13 @@ impl<'a> Pool<'a> {
                 }
                 Err(e) => {
                     let done = self.running.swap_remove(i);
-                    self.console.line(&format!(
-                        "trial {:03}: cannot wait for it: {e}",
-                        done.trial.index
-                    ));
-                    self.tally.failed += 1;
+                    for trial in done.job.trials() {
+                        self.console.line(&format!(
+                            "trial {:03}: cannot wait for it: {e}",
+                            trial.index
+                        ));
+                        self.tally.failed += 1;
+                    }
                 }
             }
         }
@@ -215,7 +258,6 @@ impl<'a> Pool<'a> {
     /// own process group, so that a Ctrl-C reaches it once, through `drain`. Its output goes
     /// to the trial's log.
     fn spawn(&self, trial: &Trial, state: &TrialState) -> Result<Child> {
-        use std::os::unix::process::CommandExt;
         let run_dir = self.dir.trial(trial.index);
         if matches!(state, TrialState::Lost) {
             // Stopped before its first checkpoint: nothing to keep.
@@ -232,7 +274,14 @@ impl<'a> Pool<'a> {
             }
         }
         cmd.args(["--device", &self.args.device.to_string()]);
-        let (log, exit) = self.dir.log(trial.index);
+        self.launch(cmd, self.dir.log(trial.index))
+            .map_err(|e| EmberError::Runtime(format!("cannot start trial {}: {e}", trial.index)))
+    }
+
+    /// Starts `cmd` in its own process group (so that a Ctrl-C reaches it once, through
+    /// `drain`), its output appended to `log`; `exit` is cleared until it ends.
+    fn launch(&self, mut cmd: Command, (log, exit): (PathBuf, PathBuf)) -> Result<Child> {
+        use std::os::unix::process::CommandExt;
         std::fs::remove_file(&exit).ok();
         let mut out = std::fs::OpenOptions::new()
             .create(true)
@@ -246,21 +295,71 @@ impl<'a> Pool<'a> {
             .stdout(out)
             .stderr(err)
             .process_group(0);
-        cmd.spawn()
-            .map_err(|e| EmberError::Runtime(format!("cannot start trial {}: {e}", trial.index)))
+        cmd.spawn().map_err(|e| EmberError::Runtime(e.to_string()))
     }
 
-    /// Records the trial's exit code and prints its line.
+    /// Starts a unit's trials as replicas in one `ember sweep unit` process, unless every one
+    /// has ended or another process holds the unit.
+    fn start_unit(&mut self, unit: usize, trials: Vec<&'a Trial>) {
+        let ended = |t: &&Trial| matches!(self.dir.state(t.index), TrialState::Ended(_));
+        if trials.iter().all(ended) {
+            self.tally.already += trials.len();
+            return;
+        }
+        if crate::run::folder::in_use(&self.dir.unit(unit)) {
+            self.tally.busy += trials.len();
+            self.console.line(&format!(
+                "unit {unit}: another process is running it; left alone"
+            ));
+            return;
+        }
+        let spawned = super::ember_binary().and_then(|ember| {
+            let mut cmd = Command::new(ember);
+            cmd.args(["--threads", &self.threads.to_string(), "sweep", "unit"]);
+            cmd.arg(&self.dir.path).args(["--unit", &unit.to_string()]);
+            cmd.args(["--device", &self.args.device.to_string()]);
+            self.launch(cmd, self.dir.unit_log(unit))
+        });
+        match spawned {
+            Ok(child) => self.running.push(Running {
+                job: Job::Unit(unit, trials),
+                child,
+                started: Instant::now(),
+            }),
+            Err(e) => {
+                self.tally.failed += trials.len();
+                self.console
+                    .line(&format!("unit {unit}: cannot start: {e}"));
+            }
+        }
+    }
+
+    /// Records the job's exit code and prints a line per trial.
     fn ended(&mut self, done: &Running, code: Option<i32>) {
-        let index = done.trial.index;
-        let (log, exit) = self.dir.log(index);
+        let (log, exit) = match &done.job {
+            Job::Trial(t) => self.dir.log(t.index),
+            Job::Unit(u, _) => self.dir.unit_log(*u),
+        };
         // A process killed by a signal has no code: recorded as -1.
         let code = code.unwrap_or(-1);
         if let Err(e) = crate::fs::write_atomic(&exit, code.to_string().as_bytes()) {
-            self.console.line(&format!("trial {index:03}: {e}"));
+            self.console.line(&format!("{}: {e}", exit.display()));
         }
+        for trial in done.job.trials() {
+            self.trial_ended(trial, code, &log, done.started);
+        }
+    }
+
+    /// Counts and prints how trial `trial` stands after its process ended with `code`.
+    fn trial_ended(&mut self, trial: &Trial, code: i32, log: &Path, started: Instant) {
+        let index = trial.index;
+        let state = match self.dir.state(index) {
+            // A replica stopped by Ctrl-C: its checkpoint is its unit's.
+            TrialState::Lost if code == 130 => TrialState::Unfinished,
+            state => state,
+        };
         let t = &mut self.tally;
-        let outcome = match self.dir.state(index) {
+        let outcome = match state {
             TrialState::Ended(s) if s.status == "complete" => {
                 t.complete += 1;
                 format!("complete, {}", s.metrics_text())
@@ -284,8 +383,17 @@ impl<'a> Pool<'a> {
         };
         self.console.line(&format!(
             "trial {index:03}: {outcome} [{}]  {}",
-            duration(done.started.elapsed().as_secs_f64()),
-            done.trial.label()
+            duration(started.elapsed().as_secs_f64()),
+            trial.label()
         ));
+    }
+}
+
+impl Job<'_> {
+    fn trials(&self) -> Vec<&Trial> {
+        match self {
+            Job::Trial(t) => vec![t],
+            Job::Unit(_, trials) => trials.clone(),
+        }
     }
 }

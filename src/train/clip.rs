@@ -67,6 +67,72 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Scale<B> {
     }
 }
 
+/// [`clip_global_norm`] for K replicas stacked on each parameter's first axis: each replica's
+/// gradients are scaled by the norm of its own, so that one replica's gradients never change
+/// another's.
+pub fn clip_per_replica<B: AutodiffBackend, M: AutodiffModule<B>>(
+    model: &M,
+    grads: GradientsParams,
+    max_norm: f64,
+    replicas: usize,
+) -> GradientsParams {
+    let mut squares = ReplicaSquares::<B> {
+        grads: &grads,
+        replicas,
+        sum: None,
+    };
+    model.visit(&mut squares);
+    let Some(sum) = squares.sum else {
+        return grads;
+    };
+    let factor = sum
+        .sqrt()
+        .add_scalar(1e-6)
+        .recip()
+        .mul_scalar(max_norm)
+        .clamp_max(1.0);
+    let mut scale = ReplicaScale::<B> { grads, factor };
+    model.visit(&mut scale);
+    scale.grads
+}
+
+/// Adds up the squares of each replica's gradients, `[K]`, on the device.
+struct ReplicaSquares<'a, B: AutodiffBackend> {
+    grads: &'a GradientsParams,
+    replicas: usize,
+    sum: Option<Tensor<B::InnerBackend, 1>>,
+}
+
+impl<B: AutodiffBackend> ModuleVisitor<B> for ReplicaSquares<'_, B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        if let Some(g) = self.grads.get::<B::InnerBackend, D>(param.id) {
+            let k = self.replicas;
+            let s = g.square().reshape([k as i32, -1]).sum_dim(1).reshape([k]);
+            self.sum = Some(match self.sum.take() {
+                Some(acc) => acc + s,
+                None => s,
+            });
+        }
+    }
+}
+
+/// Multiplies each replica's gradients by its clip factor.
+struct ReplicaScale<B: AutodiffBackend> {
+    grads: GradientsParams,
+    factor: Tensor<B::InnerBackend, 1>,
+}
+
+impl<B: AutodiffBackend> ModuleVisitor<B> for ReplicaScale<B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        if let Some(g) = self.grads.remove::<B::InnerBackend, D>(param.id) {
+            let mut dims = [1; D];
+            dims[0] = self.factor.dims()[0];
+            let factor = self.factor.clone().reshape(dims);
+            self.grads.register(param.id, g * factor);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ pub use launch::{Training, with_model_and_optimizer};
 pub mod clip;
 pub mod early_stop;
 pub mod metrics;
+pub(crate) mod saver;
 pub mod schedule;
 pub mod signals;
 pub mod strategy;
@@ -211,7 +212,7 @@ fn apply_overrides(config: &mut JobConfig, args: &TrainArgs) -> Result<()> {
 /// Reads the job's data. What the data decides (the input and output widths, the class names,
 /// the feature columns and the statistics computed from this run's training split) becomes part
 /// of its resolved config, so that eval and predict rebuild the same model and preprocessing.
-fn load_data(config: &mut JobConfig, console: &Console) -> Result<HostData> {
+pub(crate) fn load_data(config: &mut JobConfig, console: &Console) -> Result<HostData> {
     console.status("reading data");
     let t = Instant::now();
     let data = data::load_limited(config, &console.counter("reading images"))?;
@@ -228,7 +229,7 @@ fn load_data(config: &mut JobConfig, console: &Console) -> Result<HostData> {
 }
 
 /// Writes into `config` what the data decided, checking it against what the config said.
-fn resolve_from_data(config: &mut JobConfig, data: &HostData) -> Result<()> {
+pub(crate) fn resolve_from_data(config: &mut JobConfig, data: &HostData) -> Result<()> {
     match &mut config.data {
         DataSpec::Table(t) => {
             if let Some(s) = &data.stats {

@@ -12,20 +12,21 @@ use crate::error::EmberError;
 use crate::model::{StepOutput, StepTotals as Totals};
 use crate::run::folder;
 use crate::run::history::{EpochRecord, SplitRecord, write_csv};
-use crate::train::checkpoint::{CheckpointDir, Part};
+use crate::train::checkpoint::CheckpointDir;
 use crate::train::clip::clip_global_norm;
 use crate::train::early_stop;
+use crate::train::saver::Saver;
 use crate::train::signals::StopSignal;
 use burn::data::dataloader::{DataLoader, Progress};
 use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
-use burn::train::checkpoint::{AsyncCheckpointer, CheckpointingAction, CheckpointingStrategy};
+use burn::train::checkpoint::{CheckpointingAction, CheckpointingStrategy};
 use burn::train::metric::store::EventStoreClient;
 use burn::train::{
-    EventProcessorTraining, InferenceStep, Learner, LearnerEvent, LearningCheckpointer,
-    LearningComponentsTypes, SupervisedLearningStrategy, SupervisedTrainingEventProcessor,
-    TrainLoader, TrainStep, TrainingComponents, TrainingItem, TrainingModel, ValidLoader,
+    EventProcessorTraining, InferenceStep, Learner, LearnerEvent, LearningComponentsTypes,
+    SupervisedLearningStrategy, SupervisedTrainingEventProcessor, TrainLoader, TrainStep,
+    TrainingComponents, TrainingItem, TrainingModel, ValidLoader,
 };
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -76,7 +77,7 @@ pub type SaveBest<LC> = Box<
 >;
 
 /// Saves every epoch; ember's checkpoint commit removes the older ones.
-struct EveryEpoch;
+pub(crate) struct EveryEpoch;
 
 impl CheckpointingStrategy for EveryEpoch {
     fn checkpointing(&mut self, _epoch: usize, _: &EventStoreClient) -> Vec<CheckpointingAction> {
@@ -109,7 +110,12 @@ fn non_finite_weights<B: Backend, M: Module<B>>(model: &M) -> bool {
 }
 
 /// The error for a non-finite value, naming where it was seen and the last good checkpoint.
-fn diverged(checkpoints: &CheckpointDir, what: &str, epoch: usize, steps: String) -> EmberError {
+pub(crate) fn diverged(
+    checkpoints: &CheckpointDir,
+    what: &str,
+    epoch: usize,
+    steps: String,
+) -> EmberError {
     let committed = checkpoints
         .committed()
         .or_else(|| crate::train::checkpoint::list_epochs(checkpoints.path()).pop());
@@ -270,35 +276,12 @@ where
     }
 }
 
-/// The checkpointing state of one `fit`.
-struct Checkpoints<LC: LearningComponentsTypes> {
-    /// Dropped (joining its writer threads) when a Ctrl-C stop must wait for the disk.
-    writer: Option<LearningCheckpointer<LC>>,
-    last_saved: Option<usize>,
-    last_time: Instant,
-}
-
 impl<LC> EmberStrategy<LC>
 where
     LC: LearningComponentsTypes,
     LC::TrainingModel: TrainStep<Output = StepOutput<LC::Backend>>,
     LC::InferenceModel: InferenceStep<Output = StepOutput<Inner<LC>>>,
 {
-    /// Burn's checkpointer for the three parts, writing through ember's atomic checkpointer. A
-    /// failed write stops training through the interrupter instead of panicking in Burn's
-    /// writer thread; the failure itself is reported by `checkpoints`.
-    fn checkpointer(&self, interrupter: &burn::train::Interrupter) -> LearningCheckpointer<LC> {
-        LearningCheckpointer::<LC>::new(
-            AsyncCheckpointer::new(self.checkpoints.part(Part::Model))
-                .with_interrupter(interrupter.clone()),
-            AsyncCheckpointer::new(self.checkpoints.part(Part::Optim))
-                .with_interrupter(interrupter.clone()),
-            AsyncCheckpointer::new(self.checkpoints.part(Part::Scheduler))
-                .with_interrupter(interrupter.clone()),
-            Box::new(EveryEpoch),
-        )
-    }
-
     /// One epoch: train, validate, check for non-finite values, record, checkpoint. Returns
     /// whether training goes on (false when early stopping ends it).
     #[allow(clippy::too_many_arguments)]
@@ -308,7 +291,7 @@ where
         learner: &mut Learner<LC>,
         components: &mut Components<'_, LC>,
         history: &mut Vec<EpochRecord>,
-        saves: &mut Checkpoints<LC>,
+        saves: &mut Saver<LC>,
     ) -> Result<bool, EmberError> {
         let epochs = components.epochs;
         self.epoch_cell.set(epoch);
@@ -357,7 +340,13 @@ where
         let early_stop = self.keep_best(&model, epoch, history)?;
         let stopping = self.stop.requested() && epoch < epochs && !early_stop;
         let last = epoch == epochs || early_stop;
-        self.maybe_checkpoint(epoch, last || stopping, learner, components, history, saves)?;
+        saves.save(
+            epoch,
+            last || stopping,
+            learner,
+            components.event_store,
+            history,
+        )?;
         self.console.line(&self.epoch_line(&record, epochs));
         if stopping {
             return Err(self.stopped_by_ctrl_c(epoch, epochs, saves));
@@ -393,45 +382,10 @@ where
         Ok(decision.stop)
     }
 
-    /// Checkpoints when due (every `checkpoint_every`), and always when `now` (the last epoch,
-    /// an early stop, a Ctrl-C).
-    fn maybe_checkpoint(
-        &self,
-        epoch: usize,
-        now: bool,
-        learner: &Learner<LC>,
-        components: &Components<'_, LC>,
-        history: &[EpochRecord],
-        saves: &mut Checkpoints<LC>,
-    ) -> Result<(), EmberError> {
-        let due = saves.last_time.elapsed() >= self.checkpoint_every;
-        let Some(writer) = saves.writer.as_mut() else {
-            return Ok(());
-        };
-        if !(due || now) {
-            return Ok(());
-        }
-        self.checkpoints
-            .prepare(epoch, self.config_hash.clone(), history.to_vec());
-        writer.checkpoint(learner, epoch, components.event_store);
-        saves.last_saved = Some(epoch);
-        saves.last_time = Instant::now();
-        if self.wait_for_checkpoints {
-            self.checkpoints.wait_for(epoch)?;
-        }
-        Ok(())
-    }
-
     /// After a Ctrl-C: waits until the epoch's checkpoint is on disk (dropping the checkpointer
     /// joins its writer threads), and says how to resume.
-    fn stopped_by_ctrl_c(
-        &self,
-        epoch: usize,
-        epochs: usize,
-        saves: &mut Checkpoints<LC>,
-    ) -> EmberError {
-        drop(saves.writer.take());
-        match self.checkpoints.wait_for(epoch) {
+    fn stopped_by_ctrl_c(&self, epoch: usize, epochs: usize, saves: &mut Saver<LC>) -> EmberError {
+        match saves.wait_for(epoch) {
             Ok(()) => EmberError::Interrupted(format!(
                 "stopped by Ctrl-C after epoch {epoch}/{epochs}; resume with: ember train --resume {}",
                 self.run_dir.display()
@@ -466,11 +420,12 @@ where
         starting_epoch: usize,
     ) -> (TrainingModel<LC>, SupervisedTrainingEventProcessor<LC>) {
         let mut processor = components.event_processor;
-        let mut saves = Checkpoints {
-            writer: Some(self.checkpointer(&components.interrupter)),
-            last_saved: None,
-            last_time: Instant::now(),
-        };
+        let mut saves = Saver::new(
+            &self.checkpoints,
+            self.config_hash.clone(),
+            (self.checkpoint_every, self.wait_for_checkpoints),
+            &components.interrupter,
+        );
         let mut parts = Components {
             train,
             valid,
@@ -492,11 +447,7 @@ where
                 }
             }
         }
-        // Every checkpoint write finishes before the run is reported done.
-        drop(saves.writer.take());
-        if let Some(epoch) = saves.last_saved
-            && let Err(e) = self.checkpoints.wait_for(epoch)
-        {
+        if let Err(e) = saves.finish() {
             self.fail(e);
         }
         self.log.lock().expect("run log lock").history = history;

@@ -1,0 +1,60 @@
+//! Replicas: trials that share a model shape and the data, and differ only in seed or learning
+//! rate, trained as K replicas of one batched model on one device, through the Learner
+//! (`ember sweep run` does this by default for such a unit). Each replica has its own initial
+//! weights, data order, loss, metrics, optimizer state and learning rate, and writes its own
+//! trial folder; the group checkpoints once, under `unit-NNN/`.
+
+pub mod bench;
+pub mod loader;
+pub mod model;
+pub mod strategy;
+pub mod unit;
+
+use crate::config::{JobConfig, ModelKind, OptimizerSpec, ScheduleSpec};
+
+/// Why the trials of `configs` cannot train as replicas of one model, or `None` when they can.
+pub fn why_not(configs: &[JobConfig]) -> Option<String> {
+    let first = configs.first()?;
+    if configs.len() < 2 {
+        return Some("a single trial".into());
+    }
+    if first.model.kind != ModelKind::Mlp {
+        return Some("only MLPs train as replicas".into());
+    }
+    if first.early_stopping.is_some() {
+        return Some("early stopping ends each trial at its own epoch".into());
+    }
+    let common = normalised(first);
+    if configs.iter().any(|c| normalised(c) != common) {
+        return Some("the trials differ in more than seed and learning rate".into());
+    }
+    let lrs_differ = configs
+        .iter()
+        .any(|c| c.optimizer.lr() != first.optimizer.lr());
+    if let ScheduleSpec::Cosine { min_lr, .. } = first.schedule
+        && min_lr > 0.0
+        && lrs_differ
+    {
+        return Some("a cosine schedule's min_lr does not scale with the learning rate".into());
+    }
+    None
+}
+
+/// `config` with what replicas may differ in (seed, learning rate, the overrides that set
+/// them) cleared; the validation split keeps its own seed.
+fn normalised(config: &JobConfig) -> JobConfig {
+    let mut c = config.clone();
+    c.split_seed = Some(config.split_seed());
+    c.seed = 0;
+    c.overrides.clear();
+    match &mut c.optimizer {
+        OptimizerSpec::Sgd { lr, .. } | OptimizerSpec::Adam { lr, .. } => *lr = 0.0,
+    }
+    c
+}
+
+/// Each replica's learning rate over the first replica's, which the Learner's schedule runs at.
+pub fn lr_factors(configs: &[JobConfig]) -> Vec<f64> {
+    let base = configs[0].optimizer.lr();
+    configs.iter().map(|c| c.optimizer.lr() / base).collect()
+}

@@ -1,0 +1,224 @@
+//! K MLPs of one shape as one batched model: each layer's weights stacked on a leading replica
+//! axis (`[K, in, out]`, biases `[K, out]`), every product a batched one (`[K, B, in] ·
+//! [K, in, out]`) through ember's fused linear. Each replica starts from the weights its own
+//! seed draws, exactly as a single run's, and keeps its own loss: the train step backpropagates
+//! the sum of the replicas' finite losses, so a replica that goes NaN stops contributing, and
+//! no gradient of one replica touches another's weights.
+
+use crate::config::{Activation, JobConfig, Task};
+use crate::device::TrainBackend;
+use crate::model::mlp::{Mlp, MlpBatch, Targets};
+use crate::model::{RegressionStep, StepOutput, train_output_of};
+use crate::ops::{self, EmberBackend, linear_replicas};
+use burn::module::{Param, ParamId};
+use burn::nn::{Dropout, DropoutConfig};
+use burn::prelude::*;
+use burn::tensor::activation::{gelu, log_softmax, relu, sigmoid};
+use burn::train::{InferenceStep, TrainOutput, TrainStep};
+
+/// One layer of every replica.
+#[derive(Module, Debug)]
+pub struct ReplicaLinear<B: Backend> {
+    pub weight: Param<Tensor<B, 3>>,
+    pub bias: Param<Tensor<B, 2>>,
+}
+
+#[derive(Module, Debug)]
+pub struct ReplicaMlp<B: Backend> {
+    layers: Vec<ReplicaLinear<B>>,
+    dropout: Dropout,
+    #[module(skip)]
+    task: Task,
+    #[module(skip)]
+    activation: Activation,
+    #[module(skip)]
+    replicas: usize,
+}
+
+/// A training batch: the same rows for every replica (file order), or each replica's own rows
+/// (shuffled), replica after replica.
+#[derive(Clone, Debug)]
+pub struct ReplicaBatch<B: Backend> {
+    pub rows: MlpBatch<B>,
+    pub shared: bool,
+}
+
+impl<B: EmberBackend> ReplicaMlp<B> {
+    /// The replicas of `configs` (one config each, of one shape), each with the initial weights
+    /// of a single run of its config.
+    pub fn new(configs: &[JobConfig], device: &B::Device) -> Self {
+        let singles: Vec<Mlp<B>> = configs.iter().map(|c| single(c, device)).collect();
+        let first = &singles[0];
+        let layers = (0..first.layers().len())
+            .map(|i| {
+                let weights = singles.iter().map(|m| m.layers()[i].weight.val()).collect();
+                let biases = singles.iter().map(|m| bias(&m.layers()[i])).collect();
+                let like = &first.layers()[i];
+                let bias_id = like.bias.as_ref().map_or_else(ParamId::new, |b| b.id);
+                ReplicaLinear {
+                    weight: leaf(like.weight.id, Tensor::stack(weights, 0)),
+                    bias: leaf(bias_id, Tensor::stack(biases, 0)),
+                }
+            })
+            .collect();
+        let spec = &configs[0].model;
+        Self {
+            layers,
+            dropout: DropoutConfig::new(spec.dropout).init(),
+            task: configs[0].task,
+            activation: spec.activation,
+            replicas: configs.len(),
+        }
+    }
+
+    /// Replica `r` as the single model its config describes, for its trial's model files.
+    pub fn replica(&self, r: usize, config: &JobConfig, device: &B::Device) -> Mlp<B> {
+        let values = self
+            .layers
+            .iter()
+            .map(|l| {
+                let [_, fan_in, fan_out] = l.weight.dims();
+                let w = l.weight.val().narrow(0, r, 1).reshape([fan_in, fan_out]);
+                (w, l.bias.val().narrow(0, r, 1).reshape([fan_out]))
+            })
+            .collect();
+        single(config, device).with_values(values)
+    }
+
+    pub fn replicas(&self) -> usize {
+        self.replicas
+    }
+
+    /// Outputs `[K, n, outputs]` for inputs `[n, in]` shared by every replica, or `[K, n, in]`.
+    fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, 3> {
+        let (first, rest) = self.layers.split_first().expect("an MLP has layers");
+        if rest.is_empty() {
+            return linear_replicas(x, &first.weight, &first.bias, ops::Activation::Identity);
+        }
+        let mut h = self.hidden(x, first);
+        let (last, hidden) = rest.split_last().expect("checked above");
+        for layer in hidden {
+            h = self.hidden(h, layer);
+        }
+        linear_replicas(h, &last.weight, &last.bias, ops::Activation::Identity)
+    }
+
+    /// A hidden layer with its activation (fused where the kernel has it) and dropout.
+    fn hidden<const D: usize>(&self, x: Tensor<B, D>, l: &ReplicaLinear<B>) -> Tensor<B, 3> {
+        let fused = |act| linear_replicas(x.clone(), &l.weight, &l.bias, act);
+        let h = match self.activation {
+            Activation::Relu => fused(ops::Activation::Relu),
+            Activation::Tanh => fused(ops::Activation::Tanh),
+            Activation::Identity => fused(ops::Activation::Identity),
+            Activation::Gelu => gelu(fused(ops::Activation::Identity)),
+            Activation::Sigmoid => sigmoid(fused(ops::Activation::Identity)),
+        };
+        self.dropout.forward(h)
+    }
+
+    /// Each replica's mean loss `[K]`, correct rows `[K]` (classifiers) and, with `metrics`, a
+    /// regression's absolute errors `[K]` beside its shared targets.
+    fn step_output(&self, batch: ReplicaBatch<B>, metrics: bool) -> StepOutput<B> {
+        let k = self.replicas;
+        let n = batch.rows.inputs.dims()[0] / if batch.shared { 1 } else { k };
+        let out = if batch.shared {
+            self.forward(batch.rows.inputs)
+        } else {
+            let width = batch.rows.inputs.dims()[1];
+            self.forward(batch.rows.inputs.reshape([k, n, width]))
+        };
+        let per_replica = |t: Tensor<B, 3>| t.reshape([k as i32, -1]);
+        match batch.rows.targets {
+            Targets::Classes(labels) => {
+                let labels = match batch.shared {
+                    true => Tensor::cat(vec![labels; k], 0).reshape([k, n]),
+                    false => labels.reshape([k, n]),
+                };
+                let correct = out.clone().argmax(2).reshape([k, n]).equal(labels.clone());
+                let picked = log_softmax(out, 2).gather(2, labels.reshape([k, n, 1]));
+                let loss = per_replica(picked).mean_dim(1).neg().reshape([k]);
+                let correct = correct.float().sum_dim(1).reshape([k]);
+                StepOutput::classified(loss, correct, n)
+            }
+            Targets::Binary(labels) => {
+                let y = self.rows(labels.float(), batch.shared, n);
+                let correct = out.clone().greater_elem(0.0).float().equal(y.clone());
+                // Binary cross-entropy on logits, in its stable form.
+                let loss = relu(out.clone()) - out.clone() * y + out.abs().neg().exp().log1p();
+                let loss = per_replica(loss).mean_dim(1).reshape([k]);
+                let correct = per_replica(correct.float()).sum_dim(1).reshape([k]);
+                StepOutput::classified(loss, correct, n)
+            }
+            Targets::Values(y) => {
+                let error = out - self.rows(y.clone(), batch.shared, n);
+                let regression = metrics.then(|| RegressionStep {
+                    abs_error_sum: per_replica(error.clone().detach().abs())
+                        .sum_dim(1)
+                        .reshape([k]),
+                    targets: y,
+                });
+                StepOutput {
+                    loss: per_replica(error.square()).mean_dim(1).reshape([k]),
+                    correct: None,
+                    rows: n,
+                    regression,
+                }
+            }
+        }
+    }
+
+    /// Per-row targets `[rows, t]` as `[K, n, t]`: copied for each replica when shared (a
+    /// broadcast view would make every later element-wise op a strided one).
+    fn rows(&self, t: Tensor<B, 2>, shared: bool, n: usize) -> Tensor<B, 3> {
+        let (k, width) = (self.replicas, t.dims()[1]);
+        match shared {
+            true => Tensor::cat(vec![t; k], 0).reshape([k, n, width]),
+            false => t.reshape([k, n, width]),
+        }
+    }
+}
+
+/// A trainable parameter of a stacked tensor (a new leaf of the graph, as `Param::from_data`
+/// makes), under the id of the first replica's.
+fn leaf<B: Backend, const D: usize>(id: ParamId, t: Tensor<B, D>) -> Param<Tensor<B, D>> {
+    Param::initialized(id, t.detach().require_grad())
+}
+
+/// The single model of one replica's config.
+fn single<B: EmberBackend>(config: &JobConfig, device: &B::Device) -> Mlp<B> {
+    let (inputs, outputs) = (config.model.inputs, config.model.outputs);
+    let (Some(inputs), Some(outputs)) = (inputs, outputs) else {
+        unreachable!("the widths are resolved from the data before a model is built")
+    };
+    Mlp::new(config, inputs, outputs, device)
+}
+
+fn bias<B: Backend>(l: &burn::nn::Linear<B>) -> Tensor<B, 1> {
+    match &l.bias {
+        Some(b) => b.val(),
+        None => Tensor::zeros([l.weight.dims()[1]], &l.weight.device()),
+    }
+}
+
+impl<B: TrainBackend> TrainStep for ReplicaMlp<B> {
+    type Input = ReplicaBatch<B>;
+    type Output = StepOutput<B>;
+
+    /// Backpropagates the sum of the finite losses: a replica whose loss is NaN or infinite
+    /// gets no gradient from it, and the others train on.
+    fn step(&self, batch: ReplicaBatch<B>) -> TrainOutput<StepOutput<B>> {
+        let out = self.step_output(batch, false);
+        let finite = out.loss.clone().is_finite();
+        let total = out.loss.clone().mask_fill(finite.bool_not(), 0.0).sum();
+        train_output_of(self, out, total)
+    }
+}
+
+impl<B: EmberBackend> InferenceStep for ReplicaMlp<B> {
+    type Input = MlpBatch<B>;
+    type Output = StepOutput<B>;
+
+    fn step(&self, rows: MlpBatch<B>) -> StepOutput<B> {
+        self.step_output(ReplicaBatch { rows, shared: true }, true)
+    }
+}

@@ -1,0 +1,402 @@
+//! `ember sweep unit SWEEP_DIR --unit N`, which `ember sweep run` starts for a unit of
+//! replicas: the unit's trials as one batched model through Burn's `SupervisedTraining` with
+//! the replica strategy. The group's checkpoints go to `unit-NNN/checkpoint`, with the list of
+//! its trials beside them; each trial gets an ordinary run folder (config, metrics, summary,
+//! curves, model). Running it again resumes the group from its last checkpoint.
+
+use super::loader::ReplicaLoader;
+use super::model::ReplicaMlp;
+use super::strategy::{GroupLog, ReplicaLog, ReplicaStrategy};
+use crate::config::JobConfig;
+use crate::console::Console;
+use crate::data::HostData;
+use crate::data::loader::{EpochCell, LoaderBuilder};
+use crate::device::{self, Backends, Device, DeviceRequest, OnBackend, TrainBackend};
+use crate::error::{EmberError, Result};
+use crate::export::{self, Layout};
+use crate::fs::write_atomic;
+use crate::input_err;
+use crate::model::mlp::MlpBatch;
+use crate::optim::{Chosen, PerReplica};
+use crate::run::folder::{self, RunDir};
+use crate::run::history::read_csv;
+use crate::run::report::RunReport;
+use crate::sweep::folder::{BASE, SweepDir, TrialState};
+use crate::sweep::plan::{Plan, Trial};
+use crate::train::checkpoint::{self, CheckpointDir, Manifest, Part};
+use crate::train::metrics::{NullLogger, RunningMetric};
+use crate::train::schedule::Schedule;
+use crate::train::{self, DEFAULT_CHECKPOINT_SECONDS, DEFAULT_PROGRESS_SECONDS, signals};
+use burn::module::{AutodiffModule, Module};
+use burn::optim::SimpleOptimizer;
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::prelude::*;
+use burn::train::{Learner, LearningComponentsMarker, SupervisedTraining, TrainingStrategy};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The file in `unit-NNN/` that lists the group's trials, in replica order.
+const TRIALS: &str = "trials";
+
+/// Trains unit `unit` of the sweep in `dir` as replicas; returns each trial's summary line.
+pub fn train<D: Backends>(
+    dir: &Path,
+    unit: usize,
+    request: DeviceRequest,
+    console: &Console,
+) -> Result<String> {
+    let started = Instant::now();
+    let (sweep, plan) = SweepDir::open(dir)?;
+    let trials = plan.select(Some(unit))?;
+    let unit_dir = sweep.unit(unit);
+    let resuming = checkpoint::latest(&unit_dir.join(folder::CHECKPOINTS)).is_ok();
+    let members = members(&sweep, &unit_dir, &trials, resuming)?;
+    let mut configs: Vec<JobConfig> = members
+        .iter()
+        .map(|t| trial_config(&sweep, &plan, t))
+        .collect::<Result<_>>()?;
+    if let Some(why) = super::why_not(&configs) {
+        return Err(input_err!("unit {unit}: cannot train as replicas: {why}"));
+    }
+    let device = device::choose(request)?;
+    console.line(&format!(
+        "unit {unit}: {} trials as replicas on {}",
+        members.len(),
+        device::describe(device)
+    ));
+    let data = train::load_data(&mut configs[0], console)?;
+    for c in &mut configs[1..] {
+        train::resolve_from_data(c, &data)?;
+    }
+    let task = UnitTask {
+        sweep: &sweep,
+        unit_dir,
+        members: members.iter().map(|t| t.index).collect(),
+        configs,
+        data: &data,
+        device,
+        console,
+        started,
+    };
+    D::dispatch(device, task)
+}
+
+/// The trials the group trains, in replica order: on a fresh start the unit's trials that have
+/// not ended (their folders from an earlier try cleared), on a resume the list it started with.
+fn members<'p>(
+    sweep: &SweepDir,
+    unit_dir: &Path,
+    trials: &[&'p Trial],
+    resuming: bool,
+) -> Result<Vec<&'p Trial>> {
+    let list = unit_dir.join(TRIALS);
+    if resuming {
+        let text = String::from_utf8_lossy(&crate::fs::read_file(&list)?).into_owned();
+        let wanted: Vec<usize> = text
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        return Ok(trials
+            .iter()
+            .copied()
+            .filter(|t| wanted.contains(&t.index))
+            .collect());
+    }
+    let mut members = Vec::new();
+    for t in trials {
+        match sweep.state(t.index) {
+            TrialState::Ended(_) => {}
+            TrialState::Busy => {
+                return Err(input_err!(
+                    "trial {:03}: another process is running it",
+                    t.index
+                ));
+            }
+            _ => members.push(*t),
+        }
+    }
+    std::fs::create_dir_all(unit_dir).map_err(|e| EmberError::write(unit_dir, e))?;
+    for t in &members {
+        let dir = sweep.trial(t.index);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| EmberError::write(&dir, e))?;
+        }
+    }
+    let text: Vec<String> = members.iter().map(|t| t.index.to_string()).collect();
+    write_atomic(&list, text.join(" ").as_bytes())?;
+    Ok(members)
+}
+
+/// A trial's job: the sweep's base with the trial's overrides and the sweep's own.
+pub(crate) fn trial_config(sweep: &SweepDir, plan: &Plan, trial: &Trial) -> Result<JobConfig> {
+    let overrides: Vec<String> = trial.overrides.iter().chain(&plan.set).cloned().collect();
+    let mut config = crate::config::load_with(&sweep.file(BASE), &overrides)?;
+    config.fix_schedule_length()?;
+    Ok(config)
+}
+
+/// Everything the chosen backend needs.
+struct UnitTask<'a> {
+    sweep: &'a SweepDir,
+    unit_dir: PathBuf,
+    members: Vec<usize>,
+    configs: Vec<JobConfig>,
+    data: &'a HostData,
+    device: Device,
+    console: &'a Console,
+    started: Instant,
+}
+
+impl OnBackend for UnitTask<'_> {
+    type Output = Result<String>;
+
+    fn run<B: TrainBackend>(self, device: B::Device) -> Result<String> {
+        let model = ReplicaMlp::<B>::new(&self.configs, &device);
+        let factors: Vec<f32> = super::lr_factors(&self.configs)
+            .iter()
+            .map(|f| *f as f32)
+            .collect();
+        let factors = Tensor::<B::Inference, 1>::from_floats(factors.as_slice(), &device);
+        match Chosen::from_spec(&self.configs[0].optimizer) {
+            Chosen::Sgd(inner, lr) => self.launch(model, PerReplica { inner, factors }, lr, device),
+            Chosen::Adam(inner, lr) => {
+                self.launch(model, PerReplica { inner, factors }, lr, device)
+            }
+        }
+    }
+}
+
+type Components<B, O> =
+    LearningComponentsMarker<B, Schedule, ReplicaMlp<B>, OptimizerAdaptor<O, ReplicaMlp<B>, B>>;
+
+impl UnitTask<'_> {
+    fn launch<B, O>(
+        self,
+        model: ReplicaMlp<B>,
+        optimizer: O,
+        lr: f64,
+        device: B::Device,
+    ) -> Result<String>
+    where
+        B: TrainBackend,
+        O: SimpleOptimizer<B::Inference> + 'static,
+    {
+        let config = &self.configs[0];
+        let params = model.num_params() / self.members.len();
+        let train_rows = MlpBatch::<B>::from_host(&self.data.train, &device);
+        let epoch = EpochCell::default();
+        let seeds = config
+            .shuffle
+            .then(|| self.configs.iter().map(|c| c.seed).collect());
+        let batching = (config.batch_size, config.drop_last);
+        let train = ReplicaLoader::new(train_rows, seeds, batching, epoch.clone(), device.clone());
+        let schedule = Schedule::new(&config.schedule, lr, train.batches_per_epoch());
+        let optimizer = OptimizerAdaptor::<O, ReplicaMlp<B>, B>::from(optimizer);
+        let mut learner: Learner<Components<B, O>> = Learner::new(model, optimizer, schedule);
+        let needed = 16 * 4 * (params * self.members.len()) as u64 + 32 * 1024 * 1024;
+        let _unit_lock = RunDir::create(Some(&self.unit_dir), "unit", needed)?;
+        let checkpoints = self.unit_dir.join(folder::CHECKPOINTS);
+        let resumed = self.resume(&mut learner, &checkpoints, &device)?;
+        let (replicas, _trial_locks) = self.trial_folders(resumed.as_ref(), params)?;
+        let log = Arc::new(Mutex::new(GroupLog {
+            replicas,
+            stopped: None,
+        }));
+        std::fs::create_dir_all(&checkpoints).map_err(|e| EmberError::write(&checkpoints, e))?;
+        let strategy = self.strategy(CheckpointDir::new(checkpoints), epoch, log.clone());
+        let valid = LoaderBuilder::new(config.batch_size)
+            .max_tensor_bytes(device::max_tensor_bytes(self.device))
+            .build(
+                &self.data.valid,
+                self.data.valid.row_bytes(),
+                device.clone(),
+                |rows| MlpBatch::<B::Inference>::from_host(rows, &device),
+            );
+        let steps = train.batches_per_epoch();
+        let mut training =
+            SupervisedTraining::new(&self.unit_dir, Arc::new(train), Arc::new(valid))
+                .with_training_strategy(TrainingStrategy::Custom(Arc::new(strategy)))
+                .with_metric_logger(NullLogger)
+                .with_application_logger(None)
+                .num_epochs(config.epochs)
+                .metric_train_numeric(RunningMetric::loss())
+                .metric_valid_numeric(RunningMetric::loss())
+                .renderer(self.console.renderer(config.epochs, steps));
+        if let Some(m) = &resumed {
+            training = training.checkpoint(m.epoch);
+        }
+        let result = training.launch(learner);
+        self.console.finish();
+        let log = std::mem::take(&mut *log.lock().expect("group log lock"));
+        self.finish::<B>(log, &result.model, params, &device)
+    }
+
+    /// With a checkpoint in `dir`, the learner restored from it onto `device`.
+    fn resume<B, O>(
+        &self,
+        learner: &mut Learner<Components<B, O>>,
+        dir: &Path,
+        device: &B::Device,
+    ) -> Result<Option<Manifest>>
+    where
+        B: TrainBackend,
+        O: SimpleOptimizer<B::Inference> + 'static,
+    {
+        let Ok(manifest) = checkpoint::latest(dir) else {
+            return Ok(None);
+        };
+        if manifest.config_hash != self.hash() {
+            return Err(input_err!(
+                "{}: the checkpoint was made for other trials than {}",
+                dir.display(),
+                self.sweep.file(BASE).display()
+            ));
+        }
+        learner.load_model(checkpoint::load_part(dir, &manifest, Part::Model, device)?);
+        learner.load_optim(checkpoint::load_part(dir, &manifest, Part::Optim, device)?);
+        learner.load_scheduler(checkpoint::load_part::<_, B>(
+            dir,
+            &manifest,
+            Part::Scheduler,
+            device,
+        )?);
+        self.console.line(&format!(
+            "resuming {} after epoch {}/{}",
+            self.unit_dir.display(),
+            manifest.epoch,
+            self.configs[0].epochs
+        ));
+        Ok(Some(manifest))
+    }
+
+    /// The group's config hash: its trials', in replica order.
+    fn hash(&self) -> String {
+        let hashes: Vec<String> = self.configs.iter().map(JobConfig::hash).collect();
+        hashes.join("+")
+    }
+
+    /// Each trial's run folder, locked: new, with its resolved config; or on a resume, its
+    /// history up to the checkpoint (a trial that ended before stays ended).
+    fn trial_folders(
+        &self,
+        resumed: Option<&Manifest>,
+        params: usize,
+    ) -> Result<(Vec<ReplicaLog>, Vec<RunDir>)> {
+        let factors = super::lr_factors(&self.configs);
+        let needed = 8 * params as u64 + 1024 * 1024;
+        let mut logs = Vec::new();
+        let mut locks = Vec::new();
+        for (r, &index) in self.members.iter().enumerate() {
+            let path = self.sweep.trial(index);
+            let (run, history, active) = match resumed {
+                None => {
+                    let run = RunDir::create(Some(&path), self.configs[r].name(), needed)?;
+                    write_atomic(
+                        &run.file(folder::CONFIG),
+                        self.configs[r].to_toml().as_bytes(),
+                    )?;
+                    (run, Vec::new(), true)
+                }
+                Some(m) => {
+                    let ended = matches!(self.sweep.state(index), TrialState::Ended(_));
+                    let run = RunDir::open(&path, needed)?;
+                    let mut history = read_csv(&run.file(folder::METRICS)).unwrap_or_default();
+                    history.retain(|h| h.epoch <= m.epoch);
+                    (run, history, !ended)
+                }
+            };
+            logs.push(ReplicaLog {
+                dir: path,
+                history,
+                failure: None,
+                active,
+                lr_factor: factors[r],
+            });
+            locks.push(run);
+        }
+        Ok((logs, locks))
+    }
+
+    fn strategy(
+        &self,
+        checkpoints: CheckpointDir,
+        epoch: EpochCell,
+        log: Arc<Mutex<GroupLog>>,
+    ) -> ReplicaStrategy {
+        let config = &self.configs[0];
+        ReplicaStrategy {
+            device_epoch: epoch,
+            checkpoints,
+            config_hash: self.hash(),
+            log,
+            console: self.console.clone(),
+            stop: signals::StopSignal::install(),
+            report_every: Duration::from_secs_f64(DEFAULT_PROGRESS_SECONDS),
+            checkpoint_every: Duration::from_secs_f64(DEFAULT_CHECKPOINT_SECONDS),
+            wait_for_checkpoints: self.device != Device::Cpu,
+            dropout_seed: (config.model.dropout > 0.0).then_some(config.seed),
+            clip_grad_norm: config.clip_grad_norm,
+        }
+    }
+
+    /// Each trial's model files (when it completed), summary and curves; the group's outcome.
+    fn finish<B: TrainBackend>(
+        &self,
+        log: GroupLog,
+        model: &<ReplicaMlp<B> as AutodiffModule<B>>::InnerModule,
+        params: usize,
+        device: &B::Device,
+    ) -> Result<String> {
+        let mut lines = Vec::new();
+        let mut completed = 0;
+        for (r, replica) in log.replicas.into_iter().enumerate() {
+            if !replica.active && replica.failure.is_none() {
+                continue; // ended before this run
+            }
+            let config = &self.configs[r];
+            let failure = replica
+                .failure
+                .or_else(|| log.stopped.as_ref().map(copy_error));
+            if failure.is_none() {
+                let single = model.replica(r, config, device);
+                export::save_burn(&single, &replica.dir.join(folder::MODEL_BURN))?;
+                let torch = replica.dir.join(folder::MODEL_SAFETENSORS);
+                export::save_safetensors(&single, &torch, Layout::Pytorch, config.name())?;
+                completed += 1;
+            }
+            let report = RunReport {
+                run_dir: replica.dir,
+                config: config.clone(),
+                device: self.device,
+                adapter: device::hardware(self.device),
+                history: replica.history,
+                wall_seconds: self.started.elapsed().as_secs_f64(),
+                failure,
+                data_source: self.data.source.clone(),
+                params,
+                host_reads: device::host_read::count(),
+            };
+            lines.push(report.write_summary_and_curves()?);
+        }
+        match log.stopped {
+            Some(e) => {
+                lines.iter().for_each(|l| self.console.line(l));
+                Err(e)
+            }
+            None if completed == 0 && !lines.is_empty() => Err(EmberError::Diverged(format!(
+                "{}\nevery replica diverged",
+                lines.join("\n")
+            ))),
+            None => Ok(lines.join("\n")),
+        }
+    }
+}
+
+/// The group's stop, as each unfinished trial's failure.
+fn copy_error(e: &EmberError) -> EmberError {
+    match e {
+        EmberError::Interrupted(m) => EmberError::Interrupted(m.clone()),
+        other => EmberError::Runtime(other.to_string()),
+    }
+}

@@ -1,0 +1,136 @@
+//! Replicas end to end: a unit whose trials differ only in seed and learning rate trains as one
+//! batched model (`ember sweep unit`), each replica matching the single run with its settings,
+//! a diverging replica ending alone, and an interrupted group resuming from its checkpoint.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A tabular-mlp base with shuffled batches (8,000 rows, 32 steps an epoch; ReLU, so that a
+/// huge learning rate overflows), and a sweep of it.
+fn files(dir: &Path, epochs: usize, sweep: &str) -> PathBuf {
+    config(
+        dir,
+        "base.toml",
+        &format!(
+            "job = \"tabular-mlp\"\nepochs = {epochs}\nbatch_size = 256\nshuffle = true\n\
+             max_train_rows = 8000\nmax_valid_rows = 2000\n[model]\nactivation = \"relu\"\n\
+             [sgd]\nlr = 0.1\n"
+        ),
+    );
+    config(dir, "sweep.toml", &format!("base = \"base.toml\"\n{sweep}"))
+}
+
+fn sweep_run(sweep: &Path, out: &Path) -> Vec<String> {
+    let args = ["--threads", "2", "sweep", "run", path_str(sweep)];
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    args.extend(["--out", path_str(out), "--device", "cpu"].map(String::from));
+    args
+}
+
+fn status(run: &Path) -> String {
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    s["status"].as_str().unwrap().to_string()
+}
+
+/// Two seeds by two learning rates, shuffled, 3 epochs, and two replicas at lr = 1e9: those go
+/// NaN and end alone; the four others each match the single run with their settings.
+#[test]
+fn replicas_match_single_runs_and_a_diverging_one_ends_alone() {
+    let dir = scratch("replicas");
+    let sweep = files(
+        &dir,
+        3,
+        "seeds = [1, 2]\n[grid]\n\"sgd.lr\" = [0.1, 0.3, 1e9]\n",
+    );
+    let out = dir.join("out");
+    let args = sweep_run(&sweep, &out);
+    let o = ember(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    ok(&o);
+    let text = stdout(&o);
+    assert!(text.contains("4 complete, 2 failed"), "{text}");
+    let log = std::fs::read_to_string(out.join("logs/unit-000.log")).unwrap();
+    assert!(log.contains("6 trials as replicas"), "{log}");
+    assert!(!out.join("logs/trial-000.log").exists());
+    for (i, lr) in [(0, "0.1"), (1, "0.1"), (2, "0.3"), (3, "0.3")] {
+        let trial = out.join(format!("trial-{i:03}"));
+        assert_eq!(status(&trial), "complete");
+        for file in [
+            "config.toml",
+            "curves.png",
+            "model.mpk",
+            "model.safetensors",
+        ] {
+            assert!(trial.join(file).is_file(), "trial {i}: no {file}");
+        }
+        let single = dir.join(format!("single-{i}"));
+        let seed = format!("seed={}", 1 + i % 2);
+        let lr = format!("sgd.lr={lr}");
+        let extra = ["--set", &lr, "--set", &seed, "--set", "data.split_seed=42"];
+        ok(&train_on_cpu(&dir.join("base.toml"), &single, &extra));
+        let (ours, theirs) = (losses(&trial), losses(&single));
+        assert_eq!(ours.len(), 3);
+        for (a, b) in ours.iter().zip(&theirs) {
+            let close = |x: f64, y: f64| (x - y).abs() <= 1e-5 * y.abs().max(1.0);
+            assert!(
+                close(a.0, b.0) && close(a.1, b.1),
+                "trial {i}: {a:?} vs {b:?}"
+            );
+        }
+        // The trial's model is its replica: eval gives its last validation loss.
+        let eval = ember(&["eval", path_str(&trial), "--device", "cpu"]);
+        ok(&eval);
+    }
+    for i in [4, 5] {
+        assert_eq!(status(&out.join(format!("trial-{i:03}"))), "diverged");
+    }
+    let again = ember(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    ok(&again);
+    assert!(
+        stdout(&again).contains("6 ended before"),
+        "{}",
+        stdout(&again)
+    );
+}
+
+/// Ctrl-C stops the group after an epoch's checkpoint; running the sweep again resumes it from
+/// `unit-000/checkpoint`, and the result is the uninterrupted group's, bit for bit.
+#[test]
+fn an_interrupted_group_resumes_from_its_checkpoint() {
+    let dir = scratch("replicas-resume");
+    let sweep = files(&dir, 400, "seeds = [1, 2]\n");
+    let out = dir.join("out");
+    let args = sweep_run(&sweep, &out);
+    let child = spawn(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let log = out.join("logs/unit-000.log");
+    let start = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains(" 2/400")) {
+        assert!(start.elapsed() < Duration::from_secs(120), "no epoch 2");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let pid = child.id().to_string();
+    let mut kill = std::process::Command::new("kill");
+    assert!(kill.args(["-INT", &pid]).status().unwrap().success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}\n{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("2 interrupted"), "{}", stderr(&o));
+    assert_eq!(status(&out.join("trial-000")), "interrupted");
+    let done = losses(&out.join("trial-000")).len();
+    assert!(done < 400, "{done} epochs before the stop");
+
+    let o = ember(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    ok(&o);
+    assert!(stdout(&o).contains("2 complete"), "{}", stdout(&o));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains(&format!("after epoch {done}/400")), "{text}");
+
+    let whole = dir.join("whole");
+    let args = sweep_run(&sweep, &whole);
+    ok(&ember(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+    for t in ["trial-000", "trial-001"] {
+        assert_eq!(status(&out.join(t)), "complete");
+        assert_eq!(losses(&out.join(t)), losses(&whole.join(t)), "{t}");
+    }
+}
