@@ -239,7 +239,14 @@ impl<B: Backend> StepTotals<B> {
             parts.extend([r.abs_error.clone(), flat(&r.sum), flat(&r.sum_sq)]);
         }
         if parts.is_empty() {
-            return Vec::new();
+            let none = StepStats {
+                loss: f64::NAN,
+                accuracy: None,
+                mae: None,
+                r2: None,
+                rows: 0,
+            };
+            return vec![none; replicas];
         }
         let v: Vec<f64> = crate::device::host_read::read(Tensor::cat(parts, 0))
             .convert::<f64>()

@@ -423,7 +423,7 @@ pub fn adam(
         &mut m.storage_mut::<f32>()[..n],
         &mut v.storage_mut::<f32>()[..n],
     );
-    let each = n / lrs.len();
+    let each = (n / lrs.len()).max(1);
     let slices = g
         .chunks_mut(each)
         .zip(w.chunks(each))
@@ -500,6 +500,11 @@ pub fn linear_replicas(
     let xs = x.layout().shape();
     let m = xs[xs.num_dims() - 2];
     assert_eq!(xs[xs.num_dims() - 1], k, "linear: x has the wrong width");
+    let stacked = xs.num_dims() == 3;
+    assert!(
+        !stacked || xs[0] == reps,
+        "linear: x has the wrong replica count"
+    );
     let b = b.to_contiguous();
     let bias = &b.storage::<f32>()[b.layout().start_offset()..][..reps * n];
     let mut out: Vec<f32> = Vec::with_capacity(reps * m * n);

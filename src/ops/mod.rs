@@ -258,7 +258,7 @@ impl EmberBackend for Flex {
     fn sgd_step(w: FloatTensor<Self>, g: FloatTensor<Self>, lr: &Lr<Self>) -> FloatTensor<Self> {
         let lrs = kernels::learning_rates(lr);
         kernels::zip_f32(g, w, |g, w| {
-            let each = g.len() / lrs.len();
+            let each = (g.len() / lrs.len()).max(1);
             for ((g, w), lr) in g.chunks_mut(each).zip(w.chunks(each)).zip(&lrs) {
                 kernels::sgd(g, w, *lr);
             }

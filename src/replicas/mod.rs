@@ -14,12 +14,18 @@ use crate::config::{JobConfig, ModelKind, OptimizerSpec, ScheduleSpec};
 
 /// Why the trials of `configs` cannot train as replicas of one model, or `None` when they can.
 pub fn why_not(configs: &[JobConfig]) -> Option<String> {
-    let first = configs.first()?;
+    let Some(first) = configs.first() else {
+        return Some("no trial left to train".into());
+    };
     if configs.len() < 2 {
         return Some("a single trial".into());
     }
     if first.model.kind != ModelKind::Mlp {
         return Some("only MLPs train as replicas".into());
+    }
+    if first.model.dropout > 0.0 {
+        // One draw of masks for all replicas would not be each single run's masks.
+        return Some("dropout masks are drawn per run".into());
     }
     if first.early_stopping.is_some() {
         return Some("early stopping ends each trial at its own epoch".into());

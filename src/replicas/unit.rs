@@ -50,6 +50,8 @@ pub fn train<D: Backends>(
     let (sweep, plan) = SweepDir::open(dir)?;
     let trials = plan.select(Some(unit))?;
     let unit_dir = sweep.unit(unit);
+    // Held from before the trials' folders are touched until the group has ended.
+    let lock = RunDir::create(Some(&unit_dir), "unit", 32 * 1024 * 1024)?;
     let resuming = checkpoint::latest(&unit_dir.join(folder::CHECKPOINTS)).is_ok();
     let members = members(&sweep, &unit_dir, &trials, resuming)?;
     let mut configs: Vec<JobConfig> = members
@@ -70,6 +72,7 @@ pub fn train<D: Backends>(
         train::resolve_from_data(c, &data)?;
     }
     let task = UnitTask {
+        _lock: lock,
         sweep: &sweep,
         unit_dir,
         members: members.iter().map(|t| t.index).collect(),
@@ -83,7 +86,7 @@ pub fn train<D: Backends>(
 }
 
 /// The trials the group trains, in replica order: on a fresh start the unit's trials that have
-/// not ended (their folders from an earlier try cleared), on a resume the list it started with.
+/// neither ended nor a checkpoint of their own (their folders from an earlier try cleared), on a resume the list it started with.
 fn members<'p>(
     sweep: &SweepDir,
     unit_dir: &Path,
@@ -97,16 +100,22 @@ fn members<'p>(
             .split_whitespace()
             .filter_map(|w| w.parse().ok())
             .collect();
-        return Ok(trials
-            .iter()
-            .copied()
+        let members: Vec<&Trial> = (trials.iter().copied())
             .filter(|t| wanted.contains(&t.index))
-            .collect());
+            .collect();
+        if members.len() < 2 {
+            return Err(input_err!(
+                "{}: names no two trials of this unit",
+                list.display()
+            ));
+        }
+        return Ok(members);
     }
     let mut members = Vec::new();
     for t in trials {
         match sweep.state(t.index) {
-            TrialState::Ended(_) => {}
+            // A trial with a checkpoint of its own resumes as a process (`sweep run` starts it).
+            TrialState::Ended(_) | TrialState::Unfinished => {}
             TrialState::Busy => {
                 return Err(input_err!(
                     "trial {:03}: another process is running it",
@@ -138,6 +147,7 @@ pub(crate) fn trial_config(sweep: &SweepDir, plan: &Plan, trial: &Trial) -> Resu
 
 /// Everything the chosen backend needs.
 struct UnitTask<'a> {
+    _lock: RunDir,
     sweep: &'a SweepDir,
     unit_dir: PathBuf,
     members: Vec<usize>,
@@ -194,8 +204,6 @@ impl UnitTask<'_> {
         let schedule = Schedule::new(&config.schedule, lr, train.batches_per_epoch());
         let optimizer = OptimizerAdaptor::<O, ReplicaMlp<B>, B>::from(optimizer);
         let mut learner: Learner<Components<B, O>> = Learner::new(model, optimizer, schedule);
-        let needed = 16 * 4 * (params * self.members.len()) as u64 + 32 * 1024 * 1024;
-        let _unit_lock = RunDir::create(Some(&self.unit_dir), "unit", needed)?;
         let checkpoints = self.unit_dir.join(folder::CHECKPOINTS);
         let resumed = self.resume(&mut learner, &checkpoints, &device)?;
         let (replicas, _trial_locks) = self.trial_folders(resumed.as_ref(), params)?;

@@ -59,8 +59,13 @@ fn jobs<'a>(
     processes: bool,
 ) -> Result<Vec<Job<'a>>> {
     let mut jobs = Vec::new();
-    let mut units: Vec<usize> = trials.iter().map(|t| t.unit).collect();
-    units.dedup();
+    // Each unit once, in the order of its first trial (a unit's trials need not be adjacent).
+    let mut seen = std::collections::HashSet::new();
+    let units: Vec<usize> = trials
+        .iter()
+        .map(|t| t.unit)
+        .filter(|u| seen.insert(*u))
+        .collect();
     for unit in units {
         let members: Vec<&Trial> = trials.iter().copied().filter(|t| t.unit == unit).collect();
         let configs = members
@@ -195,7 +200,13 @@ impl<'a> Pool<'a> {
             {
                 match job {
                     Job::Trial(trial) => self.start(trial),
-                    Job::Unit(unit, trials) => self.start_unit(unit, trials),
+                    Job::Unit(unit, trials) => {
+                        let alone = self.start_unit(unit, trials);
+                        alone
+                            .into_iter()
+                            .rev()
+                            .for_each(|t| queue.push_front(Job::Trial(t)));
+                    }
                 }
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -298,21 +309,31 @@ impl<'a> Pool<'a> {
         cmd.spawn().map_err(|e| EmberError::Runtime(e.to_string()))
     }
 
-    /// Starts a unit's trials as replicas in one `ember sweep unit` process, unless every one
-    /// has ended or another process holds the unit.
-    fn start_unit(&mut self, unit: usize, trials: Vec<&'a Trial>) {
-        let ended = |t: &&Trial| matches!(self.dir.state(t.index), TrialState::Ended(_));
-        if trials.iter().all(ended) {
-            self.tally.already += trials.len();
-            return;
+    /// Starts a unit's trials that have not ended as replicas in one `ember sweep unit`
+    /// process, unless another process holds the unit. Returns the trials to run alone
+    /// instead: those with a checkpoint of their own (a run started as a process), and a last
+    /// trial left without a partner.
+    fn start_unit(&mut self, unit: usize, trials: Vec<&'a Trial>) -> Vec<&'a Trial> {
+        let (mut group, mut alone) = (Vec::new(), Vec::new());
+        for t in trials {
+            match self.dir.state(t.index) {
+                TrialState::Ended(_) => self.tally.already += 1,
+                TrialState::Unfinished => alone.push(t),
+                _ => group.push(t),
+            }
+        }
+        if group.len() < 2 {
+            alone.extend(group);
+            return alone;
         }
         if crate::run::folder::in_use(&self.dir.unit(unit)) {
-            self.tally.busy += trials.len();
+            self.tally.busy += group.len();
             self.console.line(&format!(
                 "unit {unit}: another process is running it; left alone"
             ));
-            return;
+            return alone;
         }
+        let trials = group;
         let spawned = super::ember_binary().and_then(|ember| {
             let mut cmd = Command::new(ember);
             cmd.args(["--threads", &self.threads.to_string(), "sweep", "unit"]);
@@ -332,6 +353,7 @@ impl<'a> Pool<'a> {
                     .line(&format!("unit {unit}: cannot start: {e}"));
             }
         }
+        alone
     }
 
     /// Records the job's exit code and prints a line per trial.
