@@ -423,24 +423,31 @@ mod tests {
         for act in [Activation::Identity, Activation::Relu, Activation::Tanh] {
             for shared in [false, true] {
                 let dist = Distribution::Normal(0.0, 1.0);
-                let x = match shared {
-                    true => Tensor::<A, 2>::random([m, i], dist, &device).require_grad(),
-                    false => Tensor::<A, 3>::random([k, m, i], dist, &device)
-                        .reshape([k * m, i])
-                        .require_grad(),
+                let rows = if shared { m } else { k * m };
+                let (xd, wd, bd) = (
+                    Tensor::<Flex, 2>::random([rows, i], dist, &device).into_data(),
+                    Tensor::<Flex, 3>::random([k, i, n], dist, &device).into_data(),
+                    Tensor::<Flex, 2>::random([k, n], dist, &device).into_data(),
+                );
+                // Each side has leaves of its own: a backward consumes the graph it walks.
+                let leaves = || {
+                    (
+                        Tensor::<A, 2>::from_data(xd.clone(), &device).require_grad(),
+                        Param::from_data(wd.clone(), &device),
+                        Param::from_data(bd.clone(), &device),
+                    )
                 };
-                let w = Param::from_tensor(Tensor::<A, 3>::random([k, i, n], dist, &device));
-                let b = Param::from_tensor(Tensor::<A, 2>::random([k, n], dist, &device));
-                let x3 = match shared {
-                    true => x.clone().reshape([1, m, i]).expand([k, m, i]),
-                    false => x.clone().reshape([k, m, i]),
-                };
+                let ((x, w, b), (xb, wb, bb)) = (leaves(), leaves());
                 // A shared input goes in as it is, 2-d.
                 let ours = match shared {
                     true => linear_replicas(x.clone(), &w, &b, act),
-                    false => linear_replicas(x3.clone(), &w, &b, act),
+                    false => linear_replicas(x.clone().reshape([k, m, i]), &w, &b, act),
                 };
-                let z = x3.matmul(w.val()) + b.val().reshape([k, 1, n]);
+                let x3 = match shared {
+                    true => xb.clone().reshape([1, m, i]).expand([k, m, i]),
+                    false => xb.clone().reshape([k, m, i]),
+                };
+                let z = x3.matmul(wb.val()) + bb.val().reshape([k, 1, n]);
                 let burns = match act {
                     Activation::Identity => z,
                     Activation::Relu => burn::tensor::activation::relu(z),
@@ -454,21 +461,16 @@ mod tests {
                 let ga = (ours * g.clone()).sum().backward();
                 let gb = (burns * g).sum().backward();
                 let grads = [
+                    (x.grad(&ga), xb.grad(&gb)),
                     (
-                        x.grad(&ga).unwrap().into_data(),
-                        x.grad(&gb).unwrap().into_data(),
+                        w.grad(&ga).map(|t| t.reshape([k * i, n])),
+                        wb.grad(&gb).map(|t| t.reshape([k * i, n])),
                     ),
-                    (
-                        w.grad(&ga).unwrap().into_data(),
-                        w.grad(&gb).unwrap().into_data(),
-                    ),
-                    (
-                        b.grad(&ga).unwrap().into_data(),
-                        b.grad(&gb).unwrap().into_data(),
-                    ),
+                    (b.grad(&ga), bb.grad(&gb)),
                 ];
                 for (a, b) in grads {
-                    a.assert_approx_eq::<f32>(&b, tol);
+                    let (a, b) = (a.expect("our gradient"), b.expect("Burn's gradient"));
+                    a.into_data().assert_approx_eq::<f32>(&b.into_data(), tol);
                 }
             }
         }
