@@ -552,16 +552,14 @@ fn replica_dz(
         }
         column_sums(sums, dz);
     };
-    let parts = dz_all
-        .par_chunks_mut(m * n)
-        .zip(y_values.par_chunks(m * n).zip(db.par_chunks_mut(n)));
     if reps > 1 && reps * m * n >= PARALLEL_ELEMENTS && rayon::current_num_threads() > 1 {
-        parts.for_each(each);
+        (dz_all.par_chunks_mut(m * n))
+            .zip(y_values.par_chunks(m * n).zip(db.par_chunks_mut(n)))
+            .for_each(each);
     } else {
-        let parts = dz_all
-            .chunks_mut(m * n)
-            .zip(y_values.chunks(m * n).zip(db.chunks_mut(n)));
-        parts.for_each(each);
+        (dz_all.chunks_mut(m * n))
+            .zip(y_values.chunks(m * n).zip(db.chunks_mut(n)))
+            .for_each(each);
     }
     (dz, db)
 }

@@ -23,7 +23,7 @@ use crate::run::history::read_csv;
 use crate::run::report::RunReport;
 use crate::sweep::folder::{BASE, SweepDir, TrialState};
 use crate::sweep::plan::{Plan, Trial};
-use crate::train::checkpoint::{self, CheckpointDir, Manifest, Part};
+use crate::train::checkpoint::{self, CheckpointDir, Manifest};
 use crate::train::metrics::{NullLogger, RunningMetric};
 use crate::train::schedule::Schedule;
 use crate::train::{self, DEFAULT_CHECKPOINT_SECONDS, DEFAULT_PROGRESS_SECONDS, signals};
@@ -261,14 +261,7 @@ impl UnitTask<'_> {
                 self.sweep.file(BASE).display()
             ));
         }
-        learner.load_model(checkpoint::load_part(dir, &manifest, Part::Model, device)?);
-        learner.load_optim(checkpoint::load_part(dir, &manifest, Part::Optim, device)?);
-        learner.load_scheduler(checkpoint::load_part::<_, B>(
-            dir,
-            &manifest,
-            Part::Scheduler,
-            device,
-        )?);
+        checkpoint::restore(learner, dir, &manifest, device)?;
         self.console.line(&format!(
             "resuming {} after epoch {}/{}",
             self.unit_dir.display(),

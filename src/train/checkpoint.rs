@@ -285,6 +285,25 @@ pub fn latest(dir: &Path) -> Result<Manifest> {
     read_manifest(dir, epoch)
 }
 
+/// Restores `learner`'s model, optimizer and schedule from the checkpoint `manifest` in
+/// `dir`, onto `device` (Burn 0.21's own checkpoint loading would put them on the default one).
+pub fn restore<LC: burn::train::LearningComponentsTypes>(
+    learner: &mut burn::train::Learner<LC>,
+    dir: &Path,
+    manifest: &Manifest,
+    device: &burn::tensor::Device<LC::Backend>,
+) -> Result<()> {
+    learner.load_model(load_part(dir, manifest, Part::Model, device)?);
+    learner.load_optim(load_part(dir, manifest, Part::Optim, device)?);
+    learner.load_scheduler(load_part::<_, LC::Backend>(
+        dir,
+        manifest,
+        Part::Scheduler,
+        device,
+    )?);
+    Ok(())
+}
+
 /// Reads one part, checks its size and sha256 against the manifest, and decodes it.
 pub fn load_part<R: Record<B>, B: Backend>(
     dir: &Path,

@@ -213,25 +213,7 @@ impl TrainTask<'_> {
         let ckpt_dir = run.file(folder::CHECKPOINTS);
         let manifest = checkpoint::latest(&ckpt_dir)?;
         self.check_resumable(&run, &manifest)?;
-        use checkpoint::Part;
-        learner.load_model(checkpoint::load_part(
-            &ckpt_dir,
-            &manifest,
-            Part::Model,
-            device,
-        )?);
-        learner.load_optim(checkpoint::load_part(
-            &ckpt_dir,
-            &manifest,
-            Part::Optim,
-            device,
-        )?);
-        learner.load_scheduler(checkpoint::load_part::<_, B>(
-            &ckpt_dir,
-            &manifest,
-            Part::Scheduler,
-            device,
-        )?);
+        checkpoint::restore(learner, &ckpt_dir, &manifest, device)?;
         self.console.line(&format!(
             "resuming {} after epoch {}/{}",
             dir.display(),
