@@ -89,6 +89,17 @@ pub fn save_safetensors<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
     write_atomic(path, &safetensors_bytes(model, layout, job)?)
 }
 
+/// A run's model files: Burn's record at `burn` and, in PyTorch's layout and names, the
+/// safetensors at `torch`.
+pub fn save_model<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
+    model: &M,
+    (burn, torch): (&Path, &Path),
+    job: &str,
+) -> Result<()> {
+    save_burn(model, burn)?;
+    save_safetensors(model, torch, Layout::Pytorch, job)
+}
+
 /// Loads weights from a safetensors file in `layout` into `model`; every parameter must be
 /// present with the right shape, and nothing else may be in the file.
 pub fn load_safetensors<B: Backend, M: ModuleSnapshot<B> + TorchNames>(

@@ -303,7 +303,7 @@ fn bench<D: ember::device::Backends>(a: BenchArgs) -> Result<String> {
 fn sweep(action: SweepAction, threads: Option<usize>, console: &Console) -> Result<String> {
     use ember::sweep;
     match action {
-        SweepAction::Plan { sweep, set } => Ok(sweep::plan(&sweep, &set)?.text()),
+        SweepAction::Plan { sweep, set } => sweep::plan(&sweep, &set)?.text(),
         SweepAction::Run { sweep, args } => sweep::run::run(&sweep, &args, threads, console),
         SweepAction::Slurm { sweep, args } => sweep::slurm::write(&sweep, &args),
         SweepAction::Report { dir, metric } => sweep::report::report(&dir, metric),

@@ -95,6 +95,48 @@ fn replicas_match_single_runs_and_a_diverging_one_ends_alone() {
     );
 }
 
+/// linear-scalar's replicas (`x · w + p · f`, with `f` appended to the inputs) compute what its
+/// single model computes, op for op: each trial's losses equal its single run's, and its model
+/// files (`w` and `p` split back out) evaluate to the same loss.
+#[test]
+fn linear_scalar_replicas_equal_single_runs() {
+    let dir = scratch("replicas-linear-scalar");
+    config(
+        &dir,
+        "base.toml",
+        "job = \"linear-scalar\"\nepochs = 3\nshuffle = true\nmax_train_rows = 8000\n\
+         [adam]\nlr = 5e-4\n",
+    );
+    let sweep = config(
+        &dir,
+        "sweep.toml",
+        "base = \"base.toml\"\nseeds = [1, 2]\n[grid]\n\"adam.lr\" = [5e-4, 1e-3]\n",
+    );
+    let out = dir.join("out");
+    let args = sweep_run(&sweep, &out);
+    ok(&ember(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let log = std::fs::read_to_string(out.join("logs/unit-000.log")).unwrap();
+    assert!(log.contains("4 trials as replicas"), "{log}");
+    let eval_loss = |run: &Path| {
+        let o = ember(&["eval", path_str(run), "--device", "cpu"]);
+        ok(&o);
+        let text = stdout(&o);
+        let loss = text.split("loss ").nth(1).and_then(|t| t.split(' ').next());
+        loss.unwrap_or_else(|| panic!("no loss in {text}"))
+            .to_string()
+    };
+    for (i, lr) in [(0, "5e-4"), (1, "5e-4"), (2, "1e-3"), (3, "1e-3")] {
+        let trial = out.join(format!("trial-{i:03}"));
+        let single = dir.join(format!("single-{i}"));
+        let seed = format!("seed={}", 1 + i % 2);
+        let lr = format!("adam.lr={lr}");
+        let extra = ["--set", &lr, "--set", &seed, "--set", "data.split_seed=42"];
+        ok(&train_on_cpu(&dir.join("base.toml"), &single, &extra));
+        assert_eq!(losses(&trial), losses(&single), "trial {i}");
+        assert_eq!(eval_loss(&trial), eval_loss(&single), "trial {i}");
+    }
+}
+
 /// Ctrl-C stops the group after an epoch's checkpoint; running the sweep again resumes it from
 /// `unit-000/checkpoint`, and the result is the uninterrupted group's, bit for bit.
 #[test]

@@ -279,11 +279,15 @@ fn sweep_plan_lists_numbered_trials_and_their_units() {
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("sweep lr (base "), "{text}");
     assert!(lines[0].ends_with(": 8 trials in 2 units"), "{text}");
-    assert_eq!(lines.len(), 2 + 8, "{text}");
+    assert_eq!(lines.len(), 2 + 8 + 1 + 2, "{text}");
     assert!(
         lines[2].contains("adam.lr=0.001 model.hidden=[8] seed=1 data.split_seed=42"),
         "{text}"
     );
+    // Each width is a unit whose trials differ only in seed and learning rate: replicas.
+    assert_eq!(lines[10], "unit  trains as", "{text}");
+    assert_eq!(lines[11], "   0  4 replicas of one model, in one process");
+    assert_eq!(lines[12], "   1  4 replicas of one model, in one process");
     let bad = ember(&["sweep", "plan", path_str(&sweep), "--set", "epochs=zero"]);
     bad_input(&bad, "trial 0: --set epochs=zero: invalid type");
 }

@@ -108,6 +108,29 @@ impl HostSplit {
         self.features.cols.max(1) * std::mem::size_of::<f32>()
     }
 
+    /// The split with its scalar column `f` appended to the inputs, as the last one: so
+    /// linear-scalar's `x · w + p · f` is one linear layer over `[x | f]` (replicas train it so).
+    pub fn scalar_as_last_input(self) -> HostSplit {
+        let Some(f) = self.scalar else {
+            return self;
+        };
+        let Matrix { rows, cols, values } = self.features;
+        let mut wide = Vec::with_capacity(rows * (cols + 1));
+        for (i, f) in f.iter().enumerate() {
+            wide.extend_from_slice(&values[i * cols..(i + 1) * cols]);
+            wide.push(*f);
+        }
+        HostSplit {
+            features: Matrix {
+                rows,
+                cols: cols + 1,
+                values: wide,
+            },
+            scalar: None,
+            labels: self.labels,
+        }
+    }
+
     /// The first `n` rows (or all of them).
     pub fn truncate(mut self, n: usize) -> HostSplit {
         if n < self.rows() {
@@ -135,6 +158,19 @@ pub struct HostData {
     pub source: String,
     /// The statistics applied to the inputs, when the job standardises them.
     pub stats: Option<Standardization>,
+}
+
+impl HostData {
+    /// Every split with its scalar column appended to the inputs
+    /// ([`HostSplit::scalar_as_last_input`]).
+    pub fn scalar_as_last_input(self) -> HostData {
+        HostData {
+            train: self.train.scalar_as_last_input(),
+            valid: self.valid.scalar_as_last_input(),
+            test: self.test.map(HostSplit::scalar_as_last_input),
+            ..self
+        }
+    }
 }
 
 /// Which split `ember eval` reads.

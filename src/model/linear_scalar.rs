@@ -45,6 +45,18 @@ impl<B: Backend> LinearScalar<B> {
         self.lin.weight.dims()[0]
     }
 
+    /// The weight `w` `[inputs, 1]` and the scalar `p` `[1]`.
+    pub(crate) fn parts(&self) -> (&Param<Tensor<B, 2>>, &Param<Tensor<B, 1>>) {
+        (&self.lin.weight, &self.par)
+    }
+
+    /// The same model with other values of `w` and `p` (the parameter ids kept).
+    pub(crate) fn with_parts(mut self, w: Tensor<B, 2>, p: Tensor<B, 1>) -> Self {
+        self.lin.weight = Param::initialized(self.lin.weight.id, w);
+        self.par = Param::initialized(self.par.id, p);
+        self
+    }
+
     /// Predictions `[n, 1]`.
     pub fn forward(&self, x: Tensor<B, 2>, f: Tensor<B, 2>) -> Tensor<B, 2> {
         self.lin.forward(x) + f * self.par.val().unsqueeze_dim(0)

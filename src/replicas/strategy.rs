@@ -7,8 +7,7 @@
 
 use crate::error::EmberError;
 use crate::model::{StepOutput, StepStats, StepTotals as Totals};
-use crate::run::folder;
-use crate::run::history::{EpochRecord, SplitRecord, write_csv};
+use crate::run::history::{EpochRecord, History, SplitRecord};
 use crate::train::checkpoint::CheckpointDir;
 use crate::train::clip::clip_per_replica;
 use crate::train::saver::Saver;
@@ -33,7 +32,8 @@ type Inner<LC> = <<LC as LearningComponentsTypes>::Backend as AutodiffBackend>::
 pub struct ReplicaLog {
     /// Its trial's run folder.
     pub dir: PathBuf,
-    pub history: Vec<EpochRecord>,
+    /// Its epochs, and its `metrics.csv`.
+    pub history: History,
     /// Why it ended early (diverged), if it did.
     pub failure: Option<EmberError>,
     /// Whether it still trains: false once it diverged, or when its trial had ended before.
@@ -313,8 +313,7 @@ impl ReplicaStrategy {
                     Some(lr * replica.lr_factor),
                 ),
                 valid: split_record(&valid[r], valid_seconds, valid_steps, None),
-            });
-            write_csv(&replica.dir.join(folder::METRICS), &replica.history)?;
+            })?;
         }
         let stopping = self.stop.requested() && epoch < parts.epochs;
         let last = epoch == parts.epochs;
@@ -337,7 +336,7 @@ fn epoch_line(epoch: usize, epochs: usize, log: &GroupLog, seconds: f64) -> Stri
     let figures: Vec<String> = log
         .replicas
         .iter()
-        .map(|r| match (r.active, r.history.last()) {
+        .map(|r| match (r.active, r.history.records.last()) {
             (true, Some(h)) => match h.valid.accuracy {
                 Some(a) => format!("{:.2} %", 100.0 * a),
                 None => format!("{:.4}", h.valid.loss),

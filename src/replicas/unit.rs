@@ -13,16 +13,15 @@ use crate::data::HostData;
 use crate::data::loader::{EpochCell, LoaderBuilder};
 use crate::device::{self, Backends, Device, DeviceRequest, OnBackend, TrainBackend};
 use crate::error::{EmberError, Result};
-use crate::export::{self, Layout};
 use crate::fs::write_atomic;
 use crate::input_err;
 use crate::model::mlp::MlpBatch;
 use crate::optim::{Chosen, PerReplica};
 use crate::run::folder::{self, RunDir};
-use crate::run::history::read_csv;
+use crate::run::history::{History, read_csv};
 use crate::run::report::RunReport;
 use crate::sweep::folder::{BASE, SweepDir, TrialState};
-use crate::sweep::plan::{Plan, Trial};
+use crate::sweep::plan::Trial;
 use crate::train::checkpoint::{self, CheckpointDir, Manifest};
 use crate::train::metrics::{NullLogger, RunningMetric};
 use crate::train::schedule::Schedule;
@@ -56,7 +55,7 @@ pub fn train<D: Backends>(
     let members = members(&sweep, &unit_dir, &trials, resuming)?;
     let mut configs: Vec<JobConfig> = members
         .iter()
-        .map(|t| trial_config(&sweep, &plan, t))
+        .map(|t| plan.config(&sweep.file(BASE), t))
         .collect::<Result<_>>()?;
     if let Some(why) = super::why_not(&configs) {
         return Err(input_err!("unit {unit}: cannot train as replicas: {why}"));
@@ -71,6 +70,8 @@ pub fn train<D: Backends>(
     for c in &mut configs[1..] {
         train::resolve_from_data(c, &data)?;
     }
+    // linear-scalar's replicas are one layer over `[x | f]`.
+    let data = data.scalar_as_last_input();
     let task = UnitTask {
         _lock: lock,
         sweep: &sweep,
@@ -135,14 +136,6 @@ fn members<'p>(
     let text: Vec<String> = members.iter().map(|t| t.index.to_string()).collect();
     write_atomic(&list, text.join(" ").as_bytes())?;
     Ok(members)
-}
-
-/// A trial's job: the sweep's base with the trial's overrides and the sweep's own.
-pub(crate) fn trial_config(sweep: &SweepDir, plan: &Plan, trial: &Trial) -> Result<JobConfig> {
-    let overrides: Vec<String> = trial.overrides.iter().chain(&plan.set).cloned().collect();
-    let mut config = crate::config::load_with(&sweep.file(BASE), &overrides)?;
-    config.fix_schedule_length()?;
-    Ok(config)
 }
 
 /// Everything the chosen backend needs.
@@ -308,8 +301,8 @@ impl UnitTask<'_> {
                 }
             };
             logs.push(ReplicaLog {
+                history: History::new(path.join(folder::METRICS), history),
                 dir: path,
-                history,
                 failure: None,
                 active,
                 lr_factor: factors[r],
@@ -360,10 +353,9 @@ impl UnitTask<'_> {
                 .failure
                 .or_else(|| log.stopped.as_ref().map(copy_error));
             if failure.is_none() {
-                let single = model.replica(r, config, device);
-                export::save_burn(&single, &replica.dir.join(folder::MODEL_BURN))?;
+                let burn = replica.dir.join(folder::MODEL_BURN);
                 let torch = replica.dir.join(folder::MODEL_SAFETENSORS);
-                export::save_safetensors(&single, &torch, Layout::Pytorch, config.name())?;
+                model.save_replica(r, config, (&burn, &torch), device)?;
                 completed += 1;
             }
             let report = RunReport {
@@ -371,7 +363,7 @@ impl UnitTask<'_> {
                 config: config.clone(),
                 device: self.device,
                 adapter: device::hardware(self.device),
-                history: replica.history,
+                history: replica.history.records,
                 wall_seconds: self.started.elapsed().as_secs_f64(),
                 failure,
                 data_source: self.data.source.clone(),

@@ -4,7 +4,7 @@
 use crate::error::Result;
 use crate::fs::write_replace;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One split of one epoch.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
@@ -45,6 +45,38 @@ pub const CSV_HEADER: &str = "epoch,split,loss,accuracy,seconds,steps_per_s,mae,
 /// The header before `mae` and `r2` were added; such files still read.
 const CSV_HEADER_V1: &str = "epoch,split,loss,accuracy,seconds,steps_per_s";
 
+/// A run's epoch records and its `metrics.csv`, rewritten (whole, atomically) as each epoch is
+/// added. The rows already written are kept as text, so an epoch formats only its own: a long
+/// run (or a group of replicas) would otherwise format its whole history every epoch.
+pub struct History {
+    pub records: Vec<EpochRecord>,
+    path: PathBuf,
+    text: String,
+    rows: usize,
+}
+
+impl History {
+    /// The records so far (none, or those of the run being resumed), written to `path`.
+    pub fn new(path: PathBuf, records: Vec<EpochRecord>) -> Self {
+        Self {
+            records,
+            path,
+            text: format!("{CSV_HEADER}\n"),
+            rows: 0,
+        }
+    }
+
+    /// Adds `record` and writes the file.
+    pub fn push(&mut self, record: EpochRecord) -> Result<()> {
+        self.records.push(record);
+        for r in &self.records[self.rows..] {
+            self.text.push_str(&csv_rows(r));
+        }
+        self.rows = self.records.len();
+        write_replace(&self.path, self.text.as_bytes())
+    }
+}
+
 fn csv_rows(r: &EpochRecord) -> String {
     let cell = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let row = |split: &str, s: &SplitRecord| {
@@ -61,15 +93,6 @@ fn csv_rows(r: &EpochRecord) -> String {
         )
     };
     row("train", &r.train) + &row("valid", &r.valid)
-}
-
-/// Writes `metrics.csv` for the whole history (replaced whole: a reader never sees half a row).
-pub fn write_csv(path: &Path, history: &[EpochRecord]) -> Result<()> {
-    let mut text = format!("{CSV_HEADER}\n");
-    for r in history {
-        text.push_str(&csv_rows(r));
-    }
-    write_replace(path, text.as_bytes())
 }
 
 /// Reads `metrics.csv` back (for `ember plot` and `ember runs`).
@@ -158,7 +181,11 @@ mod tests {
         };
         let history = vec![rec(1, 1.0), rec(2, 0.75)];
         let path = std::env::temp_dir().join(format!("ember-hist-{}.csv", std::process::id()));
-        write_csv(&path, &history).unwrap();
+        // Written epoch by epoch, as a run does: the second write keeps the first row.
+        let mut written = History::new(path.clone(), Vec::new());
+        for r in &history {
+            written.push(*r).unwrap();
+        }
         assert_eq!(read_csv(&path).unwrap(), history);
     }
 }

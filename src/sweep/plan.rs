@@ -328,8 +328,26 @@ fn trial(
 }
 
 impl Plan {
-    /// `ember sweep plan`'s table.
-    pub fn text(&self) -> String {
+    /// Trial `trial`'s job: the base config at `base` with the trial's overrides, then the
+    /// sweep's own.
+    pub fn config(&self, base: &Path, trial: &Trial) -> Result<JobConfig> {
+        let overrides: Vec<String> = trial.overrides.iter().chain(&self.set).cloned().collect();
+        let mut config = crate::config::load_with(base, &overrides)?;
+        config.fix_schedule_length()?;
+        Ok(config)
+    }
+
+    /// Why `trials` (one unit's, from the base config at `base`) cannot train as replicas of
+    /// one model, or `None` when they can.
+    pub fn why_not_replicas(&self, base: &Path, trials: &[&Trial]) -> Result<Option<String>> {
+        let configs = (trials.iter())
+            .map(|t| self.config(base, t))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(crate::replicas::why_not(&configs))
+    }
+
+    /// `ember sweep plan`'s tables: the trials, and how each unit trains.
+    pub fn text(&self) -> Result<String> {
         let mut out = format!(
             "sweep {} (base {}): {} trials in {} units\ntrial  unit  overrides\n",
             self.name,
@@ -345,7 +363,16 @@ impl Plan {
                 t.overrides.join(" ")
             ));
         }
-        out.trim_end().to_string()
+        out.push_str("unit  trains as\n");
+        for unit in 0..self.units {
+            let trials = self.select(Some(unit))?;
+            let how = match self.why_not_replicas(&self.base, &trials)? {
+                None => format!("{} replicas of one model, in one process", trials.len()),
+                Some(why) => format!("processes ({why})"),
+            };
+            out.push_str(&format!("{unit:>4}  {how}\n"));
+        }
+        Ok(out.trim_end().to_string())
     }
 }
 

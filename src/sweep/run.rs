@@ -68,11 +68,7 @@ fn jobs<'a>(
         .collect();
     for unit in units {
         let members: Vec<&Trial> = trials.iter().copied().filter(|t| t.unit == unit).collect();
-        let configs = members
-            .iter()
-            .map(|t| crate::replicas::unit::trial_config(dir, plan, t))
-            .collect::<Result<Vec<_>>>()?;
-        if !processes && crate::replicas::why_not(&configs).is_none() {
+        if !processes && plan.why_not_replicas(&dir.file(BASE), &members)?.is_none() {
             jobs.push(Job::Unit(unit, members));
         } else {
             jobs.extend(members.into_iter().map(Job::Trial));

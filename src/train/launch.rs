@@ -382,8 +382,7 @@ impl TrainTask<'_> {
         let torch_path = run.file(folder::MODEL_BEST_SAFETENSORS);
         let name = self.config.name();
         Box::new(move |model: &M::Inference| {
-            export::save_burn(model, &burn_path)?;
-            export::save_safetensors(model, &torch_path, Layout::Pytorch, name)
+            export::save_model(model, (&burn_path, &torch_path), name)
         })
     }
 
@@ -393,12 +392,10 @@ impl TrainTask<'_> {
         model: &M,
         run: &RunDir,
     ) -> Result<()> {
-        export::save_burn(model, &run.file(folder::MODEL_BURN))?;
-        export::save_safetensors(
-            model,
-            &run.file(folder::MODEL_SAFETENSORS),
-            Layout::Pytorch,
-            self.config.name(),
-        )
+        let files = (
+            run.file(folder::MODEL_BURN),
+            run.file(folder::MODEL_SAFETENSORS),
+        );
+        export::save_model(model, (&files.0, &files.1), self.config.name())
     }
 }

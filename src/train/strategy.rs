@@ -11,7 +11,7 @@ use crate::config::EarlyStopping;
 use crate::error::EmberError;
 use crate::model::{StepOutput, StepTotals as Totals};
 use crate::run::folder;
-use crate::run::history::{EpochRecord, SplitRecord, write_csv};
+use crate::run::history::{EpochRecord, History, SplitRecord};
 use crate::train::checkpoint::CheckpointDir;
 use crate::train::clip::clip_global_norm;
 use crate::train::early_stop;
@@ -290,7 +290,7 @@ where
         epoch: usize,
         learner: &mut Learner<LC>,
         components: &mut Components<'_, LC>,
-        history: &mut Vec<EpochRecord>,
+        history: &mut History,
         saves: &mut Saver<LC>,
     ) -> Result<bool, EmberError> {
         let epochs = components.epochs;
@@ -335,9 +335,8 @@ where
             train,
             valid,
         };
-        history.push(record);
-        write_csv(&self.run_dir.join(folder::METRICS), history)?;
-        let early_stop = self.keep_best(&model, epoch, history)?;
+        history.push(record)?;
+        let early_stop = self.keep_best(&model, epoch, &history.records)?;
         let stopping = self.stop.requested() && epoch < epochs && !early_stop;
         let last = epoch == epochs || early_stop;
         saves.save(
@@ -345,7 +344,7 @@ where
             last || stopping,
             learner,
             components.event_store,
-            history,
+            &history.records,
         )?;
         self.console.line(&self.epoch_line(&record, epochs));
         if stopping {
@@ -435,7 +434,8 @@ where
             epochs: components.num_epochs,
         };
         learner.fork(&self.device);
-        let mut history = self.log.lock().expect("run log lock").history.clone();
+        let records = self.log.lock().expect("run log lock").history.clone();
+        let mut history = History::new(self.run_dir.join(folder::METRICS), records);
         // The one place a failed epoch ends the run.
         for epoch in starting_epoch..=parts.epochs {
             match self.epoch(epoch, &mut learner, &mut parts, &mut history, &mut saves) {
@@ -450,7 +450,7 @@ where
         if let Err(e) = saves.finish() {
             self.fail(e);
         }
-        self.log.lock().expect("run log lock").history = history;
+        self.log.lock().expect("run log lock").history = history.records;
         (learner.model(), processor)
     }
 }
