@@ -115,6 +115,7 @@ impl HostSplit {
             return self;
         };
         let Matrix { rows, cols, values } = self.features;
+        debug_assert_eq!(f.len(), rows, "one scalar per row");
         let mut wide = Vec::with_capacity(rows * (cols + 1));
         for (i, f) in f.iter().enumerate() {
             wide.extend_from_slice(&values[i * cols..(i + 1) * cols]);

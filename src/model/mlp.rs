@@ -86,10 +86,10 @@ impl<B: EmberBackend> Mlp<B> {
     }
 
     /// The same model with other weights and biases, layer by layer (the parameter ids kept).
-    pub(crate) fn with_values(mut self, values: Vec<(Tensor<B, 2>, Option<Tensor<B, 1>>)>) -> Self {
+    pub(crate) fn with_values(mut self, values: Vec<(Tensor<B, 2>, Tensor<B, 1>)>) -> Self {
         for (layer, (w, b)) in self.layers.iter_mut().zip(values) {
             layer.weight = burn::module::Param::initialized(layer.weight.id, w);
-            if let (Some(bias), Some(b)) = (layer.bias.as_mut(), b) {
+            if let Some(bias) = layer.bias.as_mut() {
                 *bias = burn::module::Param::initialized(bias.id, b);
             }
         }

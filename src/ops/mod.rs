@@ -238,13 +238,13 @@ pub fn linear<B: EmberBackend>(
 pub fn linear_replicas<B: EmberBackend, const D: usize>(
     x: Tensor<B, D>,
     weight: &burn::module::Param<Tensor<B, 3>>,
-    bias: Tensor<B, 2>,
+    bias: &burn::module::Param<Tensor<B, 2>>,
     act: Activation,
 ) -> Tensor<B, 3> {
     Tensor::from_primitive(TensorPrimitive::Float(B::fused_linear(
         x.into_primitive().tensor(),
         weight.val().into_primitive().tensor(),
-        bias.into_primitive().tensor(),
+        bias.val().into_primitive().tensor(),
         act,
     )))
 }
@@ -440,8 +440,8 @@ mod tests {
                 let ((x, w, b), (xb, wb, bb)) = (leaves(), leaves());
                 // A shared input goes in as it is, 2-d.
                 let ours = match shared {
-                    true => linear_replicas(x.clone(), &w, b.val(), act),
-                    false => linear_replicas(x.clone().reshape([k, m, i]), &w, b.val(), act),
+                    true => linear_replicas(x.clone(), &w, &b, act),
+                    false => linear_replicas(x.clone().reshape([k, m, i]), &w, &b, act),
                 };
                 let x3 = match shared {
                     true => xb.clone().reshape([1, m, i]).expand([k, m, i]),

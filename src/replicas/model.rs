@@ -1,6 +1,6 @@
 //! K MLPs (or linear-scalar models) of one shape as one batched model: each layer's weights
 //! stacked on a leading replica axis (`[K, in, out]`, biases `[K, out]`), every product a
-//! batched one (`[K, B, in] · [K, in, out]`) through ember's fused linear. Each replica starts from the weights its own
+//! batched one (`[K, B, in] · [K, in, out]`), an MLP's through ember's fused linear. Each replica starts from the weights its own
 //! seed draws, exactly as a single run's, and keeps its own loss: the train step backpropagates
 //! the sum of the replicas' finite losses, so a replica that goes NaN stops contributing, and
 //! no gradient of one replica touches another's weights.
@@ -20,47 +20,84 @@ use burn::tensor::activation::{gelu, log_softmax, relu, sigmoid};
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 use std::path::Path;
 
-/// One layer of every replica (linear-scalar's has no bias).
+/// One layer of every replica.
 #[derive(Module, Debug)]
 pub struct ReplicaLinear<B: Backend> {
     pub weight: Param<Tensor<B, 3>>,
-    pub bias: Option<Param<Tensor<B, 2>>>,
+    pub bias: Param<Tensor<B, 2>>,
 }
 
 impl<B: EmberBackend> ReplicaLinear<B> {
     /// `act(x · w + b)` for every replica: `[K, n, out]`.
     fn forward<const D: usize>(&self, x: Tensor<B, D>, act: ops::Activation) -> Tensor<B, 3> {
-        let Some(bias) = &self.bias else {
-            let z = product(x, self.weight.val());
-            return match act {
-                ops::Activation::Identity => z,
-                ops::Activation::Relu => relu(z),
-                ops::Activation::Tanh => ops::tanh(z),
-            };
-        };
-        linear_replicas(x, &self.weight, bias.val(), act)
+        linear_replicas(x, &self.weight, &self.bias, act)
     }
 
     /// Replica `r`'s weight `[in, out]` and bias `[out]`.
-    fn of(&self, r: usize) -> (Tensor<B, 2>, Option<Tensor<B, 1>>) {
+    fn of(&self, r: usize) -> (Tensor<B, 2>, Tensor<B, 1>) {
         let [_, fan_in, fan_out] = self.weight.dims();
         let w = self.weight.val().narrow(0, r, 1).reshape([fan_in, fan_out]);
-        let b = (self.bias.as_ref()).map(|b| b.val().narrow(0, r, 1).reshape([fan_out]));
-        (w, b)
+        (w, self.bias.val().narrow(0, r, 1).reshape([fan_out]))
     }
 }
 
-/// K models of one shape: an MLP's layers, or linear-scalar's `x · w + p · f` as one layer
-/// without bias and the scalars `p`. linear-scalar's inputs arrive as `[x | f]` (the unit
-/// appends `f` to the data).
+/// linear-scalar's replicas: `x · w + p · f`, with `w` `[K, in, 1]` and `p` `[K]`. Their inputs
+/// arrive as `[x | f]` (the unit appends `f` to the data).
+#[derive(Module, Debug)]
+pub struct ReplicaScalar<B: Backend> {
+    pub weight: Param<Tensor<B, 3>>,
+    pub p: Param<Tensor<B, 1>>,
+}
+
+impl<B: EmberBackend> ReplicaScalar<B> {
+    /// Each replica's weights as its single run draws them.
+    fn new(configs: &[JobConfig], device: &B::Device) -> Self {
+        let singles: Vec<LinearScalar<B>> = (configs.iter())
+            .map(|c| LinearScalar::init(c, device))
+            .collect();
+        let (w, p) = singles[0].parts();
+        let ws = singles.iter().map(|m| m.parts().0.val()).collect();
+        let ps = singles.iter().map(|m| m.parts().1.val()).collect();
+        Self {
+            weight: leaf(w.id, Tensor::stack(ws, 0)),
+            p: leaf(p.id, Tensor::cat(ps, 0)),
+        }
+    }
+
+    /// `[K, n, 1]`, computed op for op as the single model does (Burn's product, without bias),
+    /// for inputs `[n, in + 1]` shared by every replica or `[K, n, in + 1]`.
+    fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, 3> {
+        let [k, cols, _] = self.weight.dims();
+        let n = x.dims()[D - 2];
+        let f = x.clone().narrow(D - 1, cols, 1).reshape([-1, 1]);
+        let x = x.narrow(D - 1, 0, cols);
+        // A shared `x` broadcast to every replica. (One wide product, `[n, in] · [in, K]`,
+        // rounds differently from the single model's `[n, in] · [in, 1]`.)
+        let x = match D {
+            2 => x.reshape([1, n, cols]).expand([k, n, cols]),
+            _ => x.reshape([k, n, cols]),
+        };
+        // Both factors of `p · f` whole `[K, n, 1]` tensors: Burn's CPU backend walks
+        // broadcast ones element by element, forward and backward.
+        let f = per_replica_rows(f, k, n, D == 2);
+        x.matmul(self.weight.val()) + f * self.p.val().reshape([k, 1, 1]).repeat_dim(1, n)
+    }
+
+    /// Replica `r` as its single model.
+    fn single(&self, r: usize, config: &JobConfig, device: &B::Device) -> LinearScalar<B> {
+        let [_, cols, _] = self.weight.dims();
+        let w = self.weight.val().narrow(0, r, 1).reshape([cols, 1]);
+        let p = self.p.val().narrow(0, r, 1);
+        LinearScalar::init(config, device).with_parts(w, p)
+    }
+}
+
+/// K models of one shape: MLPs (`layers`), or linear-scalar's (`scalar`).
 #[derive(Module, Debug)]
 pub struct ReplicaMlp<B: Backend> {
     layers: Vec<ReplicaLinear<B>>,
-    /// linear-scalar's `p` of each replica, `[K]`.
-    scalar: Option<Param<Tensor<B, 1>>>,
+    scalar: Option<ReplicaScalar<B>>,
     dropout: Dropout,
-    #[module(skip)]
-    kind: ModelKind,
     #[module(skip)]
     task: Task,
     #[module(skip)]
@@ -84,16 +121,12 @@ impl<B: EmberBackend> ReplicaMlp<B> {
         let spec = &configs[0].model;
         let (layers, scalar) = match spec.kind {
             ModelKind::Mlp => (mlp_layers(configs, device), None),
-            ModelKind::LinearScalar => {
-                let (layer, p) = linear_scalars(configs, device);
-                (vec![layer], Some(p))
-            }
+            ModelKind::LinearScalar => (Vec::new(), Some(ReplicaScalar::new(configs, device))),
         };
         Self {
             layers,
             scalar,
             dropout: DropoutConfig::new(spec.dropout).init(),
-            kind: spec.kind,
             task: configs[0].task,
             activation: spec.activation,
             replicas: configs.len(),
@@ -108,19 +141,13 @@ impl<B: EmberBackend> ReplicaMlp<B> {
         files: (&Path, &Path),
         device: &B::Device,
     ) -> Result<()> {
-        match self.kind {
-            ModelKind::Mlp => {
+        match &self.scalar {
+            None => {
                 let values = self.layers.iter().map(|l| l.of(r)).collect();
                 let single = single(config, device).with_values(values);
                 export::save_model(&single, files, config.name())
             }
-            ModelKind::LinearScalar => {
-                let (w, _) = self.layers[0].of(r);
-                let p = (self.scalar.as_ref()).map(|p| p.val().narrow(0, r, 1));
-                let p = p.expect("linear-scalar replicas hold their scalars");
-                let single = LinearScalar::init(config, device).with_parts(w, p);
-                export::save_model(&single, files, config.name())
-            }
+            Some(s) => export::save_model(&s.single(r, config, device), files, config.name()),
         }
     }
 
@@ -130,8 +157,8 @@ impl<B: EmberBackend> ReplicaMlp<B> {
 
     /// Outputs `[K, n, outputs]` for inputs `[n, in]` shared by every replica, or `[K, n, in]`.
     fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, 3> {
-        if let Some(p) = &self.scalar {
-            return linear_scalar(x, &self.layers[0], p);
+        if let Some(s) = &self.scalar {
+            return s.forward(x);
         }
         let (first, rest) = self.layers.split_first().expect("a model has layers");
         if rest.is_empty() {
@@ -209,14 +236,18 @@ impl<B: EmberBackend> ReplicaMlp<B> {
         }
     }
 
-    /// Per-row targets `[rows, t]` as `[K, n, t]`: copied for each replica when shared (a
-    /// broadcast view would make every later element-wise op a strided one).
     fn rows(&self, t: Tensor<B, 2>, shared: bool, n: usize) -> Tensor<B, 3> {
-        let (k, width) = (self.replicas, t.dims()[1]);
-        match shared {
-            true => Tensor::cat(vec![t; k], 0).reshape([k, n, width]),
-            false => t.reshape([k, n, width]),
-        }
+        per_replica_rows(t, self.replicas, n, shared)
+    }
+}
+
+/// Per-row values `[rows, t]` as `[K, n, t]`: copied for each replica when shared (a broadcast
+/// view would make every later element-wise op a strided one).
+fn per_replica_rows<B: Backend>(t: Tensor<B, 2>, k: usize, n: usize, shared: bool) -> Tensor<B, 3> {
+    let width = t.dims()[1];
+    match shared {
+        true => Tensor::cat(vec![t; k], 0).reshape([k, n, width]),
+        false => t.reshape([k, n, width]),
     }
 }
 
@@ -233,69 +264,15 @@ fn mlp_layers<B: EmberBackend>(configs: &[JobConfig], device: &B::Device) -> Vec
     (0..first.layers().len())
         .map(|i| {
             let weights = singles.iter().map(|m| m.layers()[i].weight.val()).collect();
+            let biases = singles.iter().map(|m| bias(&m.layers()[i])).collect();
             let like = &first.layers()[i];
-            let bias = like.bias.as_ref().map(|b| {
-                let biases = singles.iter().map(|m| bias(&m.layers()[i])).collect();
-                leaf(b.id, Tensor::stack(biases, 0))
-            });
+            let bias_id = like.bias.as_ref().map_or_else(ParamId::new, |b| b.id);
             ReplicaLinear {
                 weight: leaf(like.weight.id, Tensor::stack(weights, 0)),
-                bias,
+                bias: leaf(bias_id, Tensor::stack(biases, 0)),
             }
         })
         .collect()
-}
-
-/// linear-scalar's replicas: the weights `w` as one layer without bias, `[K, inputs, 1]`, and
-/// the scalars `p`, `[K]`.
-fn linear_scalars<B: EmberBackend>(
-    configs: &[JobConfig],
-    device: &B::Device,
-) -> (ReplicaLinear<B>, Param<Tensor<B, 1>>) {
-    let singles: Vec<LinearScalar<B>> = (configs.iter())
-        .map(|c| LinearScalar::init(c, device))
-        .collect();
-    let (w, p) = singles[0].parts();
-    let ws = singles.iter().map(|m| m.parts().0.val()).collect();
-    let ps = singles.iter().map(|m| m.parts().1.val()).collect();
-    let layer = ReplicaLinear {
-        weight: leaf(w.id, Tensor::stack(ws, 0)),
-        bias: None,
-    };
-    (layer, leaf(p.id, Tensor::cat(ps, 0)))
-}
-
-/// linear-scalar's `x · w + p · f` for every replica, as its single model computes it, with
-/// `f` the inputs' last column.
-fn linear_scalar<B: EmberBackend, const D: usize>(
-    x: Tensor<B, D>,
-    layer: &ReplicaLinear<B>,
-    p: &Param<Tensor<B, 1>>,
-) -> Tensor<B, 3> {
-    let cols = x.dims()[D - 1] - 1;
-    let f = x.clone().narrow(D - 1, cols, 1);
-    let z = layer.forward(x.narrow(D - 1, 0, cols), ops::Activation::Identity);
-    let [k, n, _] = z.dims();
-    // Both factors whole `[K, n, 1]` tensors: Burn's CPU backend walks broadcast ones element
-    // by element, forward and backward.
-    let f = match D {
-        2 => Tensor::cat(vec![f; k], 0).reshape([k, n, 1]),
-        _ => f.reshape([k, n, 1]),
-    };
-    z + f * p.val().reshape([k, 1, 1]).repeat_dim(1, n)
-}
-
-/// `x · w` for every replica, `[K, n, out]`, as a single model's `Linear` without bias
-/// computes it: Burn's product, a shared `x` broadcast to every replica. (One wide product,
-/// `[n, in] · [in, K·out]`, rounds differently from the single model's.)
-fn product<B: Backend, const D: usize>(x: Tensor<B, D>, w: Tensor<B, 3>) -> Tensor<B, 3> {
-    let [k, fan_in, _] = w.dims();
-    let n = x.dims()[D - 2];
-    let x = match D {
-        2 => x.reshape([1, n, fan_in]).expand([k, n, fan_in]),
-        _ => x.reshape([k, n, fan_in]),
-    };
-    x.matmul(w)
 }
 
 /// The single MLP of one replica's config.

@@ -336,7 +336,7 @@ fn epoch_line(epoch: usize, epochs: usize, log: &GroupLog, seconds: f64) -> Stri
     let figures: Vec<String> = log
         .replicas
         .iter()
-        .map(|r| match (r.active, r.history.records.last()) {
+        .map(|r| match (r.active, r.history.records().last()) {
             (true, Some(h)) => match h.valid.accuracy {
                 Some(a) => format!("{:.2} %", 100.0 * a),
                 None => format!("{:.4}", h.valid.loss),

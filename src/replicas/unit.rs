@@ -55,7 +55,7 @@ pub fn train<D: Backends>(
     let members = members(&sweep, &unit_dir, &trials, resuming)?;
     let mut configs: Vec<JobConfig> = members
         .iter()
-        .map(|t| plan.config(&sweep.file(BASE), t))
+        .map(|t| plan.config(t))
         .collect::<Result<_>>()?;
     if let Some(why) = super::why_not(&configs) {
         return Err(input_err!("unit {unit}: cannot train as replicas: {why}"));
@@ -363,7 +363,7 @@ impl UnitTask<'_> {
                 config: config.clone(),
                 device: self.device,
                 adapter: device::hardware(self.device),
-                history: replica.history.records,
+                history: replica.history.into_records(),
                 wall_seconds: self.started.elapsed().as_secs_f64(),
                 failure,
                 data_source: self.data.source.clone(),

@@ -49,7 +49,7 @@ const CSV_HEADER_V1: &str = "epoch,split,loss,accuracy,seconds,steps_per_s";
 /// added. The rows already written are kept as text, so an epoch formats only its own: a long
 /// run (or a group of replicas) would otherwise format its whole history every epoch.
 pub struct History {
-    pub records: Vec<EpochRecord>,
+    records: Vec<EpochRecord>,
     path: PathBuf,
     text: String,
     rows: usize,
@@ -64,6 +64,14 @@ impl History {
             text: format!("{CSV_HEADER}\n"),
             rows: 0,
         }
+    }
+
+    pub fn records(&self) -> &[EpochRecord] {
+        &self.records
+    }
+
+    pub fn into_records(self) -> Vec<EpochRecord> {
+        self.records
     }
 
     /// Adds `record` and writes the file.
@@ -187,5 +195,10 @@ mod tests {
             written.push(*r).unwrap();
         }
         assert_eq!(read_csv(&path).unwrap(), history);
+        // A resumed run starts from the records it had: its first write holds them all.
+        let mut resumed = History::new(path.clone(), vec![history[0]]);
+        resumed.push(history[1]).unwrap();
+        assert_eq!(read_csv(&path).unwrap(), history);
+        assert_eq!(resumed.into_records(), history);
     }
 }

@@ -328,20 +328,21 @@ fn trial(
 }
 
 impl Plan {
-    /// Trial `trial`'s job: the base config at `base` with the trial's overrides, then the
-    /// sweep's own.
-    pub fn config(&self, base: &Path, trial: &Trial) -> Result<JobConfig> {
+    /// Trial `trial`'s job: the base config with the trial's overrides, then the sweep's own.
+    pub fn config(&self, trial: &Trial) -> Result<JobConfig> {
         let overrides: Vec<String> = trial.overrides.iter().chain(&self.set).cloned().collect();
-        let mut config = crate::config::load_with(base, &overrides)?;
-        config.fix_schedule_length()?;
+        let mut config = crate::config::load_with(&self.base, &overrides)?;
+        config
+            .fix_schedule_length()
+            .map_err(|e| input_err!("trial {}: {e}", trial.index))?;
         Ok(config)
     }
 
-    /// Why `trials` (one unit's, from the base config at `base`) cannot train as replicas of
-    /// one model, or `None` when they can.
-    pub fn why_not_replicas(&self, base: &Path, trials: &[&Trial]) -> Result<Option<String>> {
+    /// Why `trials` (one unit's) cannot train as replicas of one model, or `None` when they
+    /// can.
+    pub fn why_not_replicas(&self, trials: &[&Trial]) -> Result<Option<String>> {
         let configs = (trials.iter())
-            .map(|t| self.config(base, t))
+            .map(|t| self.config(t))
             .collect::<Result<Vec<_>>>()?;
         Ok(crate::replicas::why_not(&configs))
     }
@@ -366,7 +367,7 @@ impl Plan {
         out.push_str("unit  trains as\n");
         for unit in 0..self.units {
             let trials = self.select(Some(unit))?;
-            let how = match self.why_not_replicas(&self.base, &trials)? {
+            let how = match self.why_not_replicas(&trials)? {
                 None => format!("{} replicas of one model, in one process", trials.len()),
                 Some(why) => format!("processes ({why})"),
             };

@@ -52,12 +52,7 @@ enum Job<'a> {
 
 /// The sweep's work: each unit whose trials can train as replicas as one job (unless
 /// `processes`), every other trial as a job of its own.
-fn jobs<'a>(
-    dir: &SweepDir,
-    plan: &Plan,
-    trials: Vec<&'a Trial>,
-    processes: bool,
-) -> Result<Vec<Job<'a>>> {
+fn jobs<'a>(plan: &Plan, trials: Vec<&'a Trial>, processes: bool) -> Result<Vec<Job<'a>>> {
     let mut jobs = Vec::new();
     // Each unit once, in the order of its first trial (a unit's trials need not be adjacent).
     let mut seen = std::collections::HashSet::new();
@@ -68,7 +63,7 @@ fn jobs<'a>(
         .collect();
     for unit in units {
         let members: Vec<&Trial> = trials.iter().copied().filter(|t| t.unit == unit).collect();
-        if !processes && plan.why_not_replicas(&dir.file(BASE), &members)?.is_none() {
+        if !processes && plan.why_not_replicas(&members)?.is_none() {
             jobs.push(Job::Unit(unit, members));
         } else {
             jobs.extend(members.into_iter().map(Job::Trial));
@@ -123,7 +118,7 @@ pub fn run(
         running: Vec::new(),
         tally: Tally::default(),
     };
-    pool.drain(jobs(&dir, &plan, trials, args.processes)?);
+    pool.drain(jobs(&plan, trials, args.processes)?);
     finish(&dir, &plan.name, &pool.tally, pool.stop.requested())
 }
 

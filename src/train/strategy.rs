@@ -336,7 +336,7 @@ where
             valid,
         };
         history.push(record)?;
-        let early_stop = self.keep_best(&model, epoch, &history.records)?;
+        let early_stop = self.keep_best(&model, epoch, history.records())?;
         let stopping = self.stop.requested() && epoch < epochs && !early_stop;
         let last = epoch == epochs || early_stop;
         saves.save(
@@ -344,7 +344,7 @@ where
             last || stopping,
             learner,
             components.event_store,
-            &history.records,
+            history.records(),
         )?;
         self.console.line(&self.epoch_line(&record, epochs));
         if stopping {
@@ -450,7 +450,7 @@ where
         if let Err(e) = saves.finish() {
             self.fail(e);
         }
-        self.log.lock().expect("run log lock").history = history.records;
+        self.log.lock().expect("run log lock").history = history.into_records();
         (learner.model(), processor)
     }
 }
