@@ -59,9 +59,20 @@ impl<B: EmberBackend> SimpleOptimizer<B> for Sgd {
     }
 }
 
-impl Sgd {
-    /// One update at learning rate `lr` (one, or one per replica).
-    fn step_at<B: EmberBackend, const D: usize>(
+/// An optimizer that updates at a learning rate given as [`Lr`]: one, or one per replica.
+pub trait StepAt<B: EmberBackend>: SimpleOptimizer<B> {
+    /// One update at learning rate `lr`.
+    fn step_at<const D: usize>(
+        &self,
+        lr: &Lr<B>,
+        tensor: Tensor<B, D>,
+        grad: Tensor<B, D>,
+        state: Option<Self::State<D>>,
+    ) -> (Tensor<B, D>, Option<Self::State<D>>);
+}
+
+impl<B: EmberBackend> StepAt<B> for Sgd {
+    fn step_at<const D: usize>(
         &self,
         lr: &Lr<B>,
         tensor: Tensor<B, D>,
@@ -90,7 +101,9 @@ impl Sgd {
         let w = B::sgd_step(prim(tensor), prim(direction), lr);
         (self::tensor(w), Some(SgdState { velocity }))
     }
+}
 
+impl Sgd {
     pub fn init<B: AutodiffBackend, M: AutodiffModule<B>>(self) -> OptimizerAdaptor<Sgd, M, B>
     where
         B::InnerBackend: EmberBackend,
@@ -141,9 +154,8 @@ impl<B: EmberBackend> SimpleOptimizer<B> for Adam {
     }
 }
 
-impl Adam {
-    /// One update at learning rate `lr` (one, or one per replica).
-    fn step_at<B: EmberBackend, const D: usize>(
+impl<B: EmberBackend> StepAt<B> for Adam {
+    fn step_at<const D: usize>(
         &self,
         lr: &Lr<B>,
         tensor: Tensor<B, D>,
@@ -179,7 +191,9 @@ impl Adam {
             }),
         )
     }
+}
 
+impl Adam {
     pub fn init<B: AutodiffBackend, M: AutodiffModule<B>>(self) -> OptimizerAdaptor<Adam, M, B>
     where
         B::InnerBackend: EmberBackend,
@@ -203,8 +217,8 @@ impl<O, B: Backend> PerReplica<O, B> {
     }
 }
 
-impl<B: EmberBackend> SimpleOptimizer<B> for PerReplica<Sgd, B> {
-    type State<const D: usize> = SgdState<B, D>;
+impl<B: EmberBackend, O: StepAt<B>> SimpleOptimizer<B> for PerReplica<O, B> {
+    type State<const D: usize> = O::State<D>;
 
     fn step<const D: usize>(
         &self,
@@ -217,25 +231,7 @@ impl<B: EmberBackend> SimpleOptimizer<B> for PerReplica<Sgd, B> {
     }
 
     fn to_device<const D: usize>(state: Self::State<D>, device: &B::Device) -> Self::State<D> {
-        <Sgd as SimpleOptimizer<B>>::to_device(state, device)
-    }
-}
-
-impl<B: EmberBackend> SimpleOptimizer<B> for PerReplica<Adam, B> {
-    type State<const D: usize> = AdamState<B, D>;
-
-    fn step<const D: usize>(
-        &self,
-        lr: f64,
-        tensor: Tensor<B, D>,
-        grad: Tensor<B, D>,
-        state: Option<Self::State<D>>,
-    ) -> (Tensor<B, D>, Option<Self::State<D>>) {
-        self.inner.step_at(&self.lr(lr), tensor, grad, state)
-    }
-
-    fn to_device<const D: usize>(state: Self::State<D>, device: &B::Device) -> Self::State<D> {
-        <Adam as SimpleOptimizer<B>>::to_device(state, device)
+        O::to_device(state, device)
     }
 }
 

@@ -23,15 +23,20 @@ pub fn clip_global_norm<B: AutodiffBackend, M: AutodiffModule<B>>(
     let Some(sum) = squares.sum else {
         return grads;
     };
-    let factor = sum
-        .sqrt()
-        .add_scalar(1e-6)
-        .recip()
-        .mul_scalar(max_norm)
-        .clamp_max(1.0);
+    let factor = scale_factor(sum, max_norm);
     let mut scale = Scale::<B> { grads, factor };
     model.visit(&mut scale);
     scale.grads
+}
+
+/// The factor that brings a gradient of squared norm `sum` down to at most `max_norm` (1 when
+/// it is within), as PyTorch's `clip_grad_norm_` computes it.
+fn scale_factor<B: Backend>(sum: Tensor<B, 1>, max_norm: f64) -> Tensor<B, 1> {
+    sum.sqrt()
+        .add_scalar(1e-6)
+        .recip()
+        .mul_scalar(max_norm)
+        .clamp_max(1.0)
 }
 
 /// Adds up the squares of every gradient, on the device.
@@ -85,12 +90,7 @@ pub fn clip_per_replica<B: AutodiffBackend, M: AutodiffModule<B>>(
     let Some(sum) = squares.sum else {
         return grads;
     };
-    let factor = sum
-        .sqrt()
-        .add_scalar(1e-6)
-        .recip()
-        .mul_scalar(max_norm)
-        .clamp_max(1.0);
+    let factor = scale_factor(sum, max_norm);
     let mut scale = ReplicaScale::<B> { grads, factor };
     model.visit(&mut scale);
     scale.grads
