@@ -12,8 +12,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 type B = Flex;
 
-/// Median microseconds of `f` over `reps` runs after a warm-up.
-fn time<T>(name: &str, reps: usize, mut f: impl FnMut() -> T) {
+/// Median microseconds of `f` over `reps` runs after a warm-up, printed and returned.
+fn time<T>(name: &str, reps: usize, mut f: impl FnMut() -> T) -> f64 {
     for _ in 0..reps / 5 + 1 {
         std::hint::black_box(f());
     }
@@ -26,6 +26,7 @@ fn time<T>(name: &str, reps: usize, mut f: impl FnMut() -> T) {
         .collect();
     us.sort_by(f64::total_cmp);
     println!("{name:<48} {:>9.1} us", us[reps / 2]);
+    us[reps / 2]
 }
 
 fn rand(shape: [usize; 2]) -> Tensor<B, 2> {
@@ -65,6 +66,143 @@ fn gemm_split(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], out: &mut [f32
             );
         }
     });
+}
+
+/// A strided operand: first element, row stride, column stride.
+type View = (*const f32, isize, isize);
+/// A named product `[m, k] · [k, n]`: its name, (m, n, k) and its two operands.
+type Product = (&'static str, (usize, usize, usize), View, View);
+
+/// `out [m, n] = lhs · rhs` on one thread with the `gemm` crate (ember's default kernel).
+fn product_gemm_crate((m, n, k): (usize, usize, usize), lhs: View, rhs: View, out: &mut [f32]) {
+    // SAFETY: the views address m x k and k x n elements of live buffers; out holds m * n.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            out.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            lhs.0,
+            lhs.2,
+            lhs.1,
+            rhs.0,
+            rhs.2,
+            rhs.1,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        )
+    }
+}
+
+#[cfg(feature = "blas")]
+unsafe extern "C" {
+    fn cblas_sgemm(
+        layout: i32,
+        trans_a: i32,
+        trans_b: i32,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: f32,
+        a: *const f32,
+        lda: i32,
+        b: *const f32,
+        ldb: i32,
+        beta: f32,
+        c: *mut f32,
+        ldc: i32,
+    );
+}
+
+/// The same product with OpenBLAS's serial sgemm (the `blas` feature's kernel).
+#[cfg(feature = "blas")]
+fn product_blas((m, n, k): (usize, usize, usize), lhs: View, rhs: View, out: &mut [f32]) {
+    // Row-major as is (column stride 1) or transposed (row stride 1).
+    let op = |v: View| if v.2 == 1 { (111, v.1) } else { (112, v.2) };
+    let ((ta, lda), (tb, ldb)) = (op(lhs), op(rhs));
+    // SAFETY: as in product_gemm_crate.
+    unsafe {
+        cblas_sgemm(
+            101,
+            ta,
+            tb,
+            m as i32,
+            n as i32,
+            k as i32,
+            1.0,
+            lhs.0,
+            lda as i32,
+            rhs.0,
+            ldb as i32,
+            0.0,
+            out.as_mut_ptr(),
+            n as i32,
+        )
+    }
+}
+
+/// fashion-mlp's five large products on one thread, each kernel side by side, with GFLOP/s.
+fn fashion_products(reps: usize) {
+    let data =
+        |len: usize| -> Vec<f32> { (0..len).map(|i| (i % 17) as f32 * 0.05 - 0.4).collect() };
+    let (x, h, g) = (data(64 * 784), data(64 * 512), data(64 * 512));
+    let (w1, w2) = (data(784 * 512), data(512 * 512));
+    let row = |v: &Vec<f32>, cols: usize| (v.as_ptr(), cols as isize, 1);
+    let transposed = |v: &Vec<f32>, cols: usize| (v.as_ptr(), 1, cols as isize);
+    let shapes: [Product; 5] = [
+        (
+            "forward [64,784]x[784,512]",
+            (64, 512, 784),
+            row(&x, 784),
+            row(&w1, 512),
+        ),
+        (
+            "forward [64,512]x[512,512]",
+            (64, 512, 512),
+            row(&h, 512),
+            row(&w2, 512),
+        ),
+        (
+            "dW x^T [784,64]x[64,512]",
+            (784, 512, 64),
+            transposed(&x, 784),
+            row(&g, 512),
+        ),
+        (
+            "dW h^T [512,64]x[64,512]",
+            (512, 512, 64),
+            transposed(&h, 512),
+            row(&g, 512),
+        ),
+        (
+            "dx g [64,512]x w2^T",
+            (64, 512, 512),
+            row(&g, 512),
+            transposed(&w2, 512),
+        ),
+    ];
+    let mut out = vec![0f32; 784 * 512];
+    for (name, dims, lhs, rhs) in shapes {
+        let flops = 2.0 * (dims.0 * dims.1 * dims.2) as f64;
+        let us = time(&format!("{name}, gemm crate"), reps, || {
+            product_gemm_crate(dims, lhs, rhs, &mut out)
+        });
+        println!("{:<48} {:>9.1} GFLOP/s", "", flops / us / 1e3);
+        #[cfg(feature = "blas")]
+        {
+            let us = time(&format!("{name}, OpenBLAS"), reps, || {
+                product_blas(dims, lhs, rhs, &mut out)
+            });
+            println!("{:<48} {:>9.1} GFLOP/s", "", flops / us / 1e3);
+        }
+    }
 }
 
 /// The fashion-mlp step in its parts: forward, forward + backward, and the whole step with
@@ -109,6 +247,7 @@ fn fashion_step_parts(reps: usize) {
 
 fn main() {
     println!("threads: {}", rayon::current_num_threads());
+    fashion_products(300);
     fashion_step_parts(200);
     let x = rand([64, 784]);
     let w1 = rand([784, 512]);
