@@ -26,7 +26,8 @@ lint:        ## formatting and clippy
 bench: data build   ## `ember bench` of each job on the best device: Learner vs bare loop
 	for job in fashion-mlp tabular-mlp linear-scalar; do $(EMBER) bench configs/$$job.toml || exit 1; done
 
-bench-ops:   ## micro-benchmarks of the CPU kernels (benches/ops.rs)
+bench-ops:   ## this machine's fp32 peak (benches/peak.rs), then the CPU kernels (benches/ops.rs)
+	$(CARGO) bench --bench peak
 	$(CARGO) bench --bench ops
 
 bench-peers: data build   ## ember against PyTorch, Keras and JAX side by side -> BENCHMARKS.md

@@ -101,54 +101,8 @@ fn product_gemm_crate((m, n, k): (usize, usize, usize), lhs: View, rhs: View, ou
     }
 }
 
-#[cfg(feature = "blas")]
-unsafe extern "C" {
-    fn cblas_sgemm(
-        layout: i32,
-        trans_a: i32,
-        trans_b: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        alpha: f32,
-        a: *const f32,
-        lda: i32,
-        b: *const f32,
-        ldb: i32,
-        beta: f32,
-        c: *mut f32,
-        ldc: i32,
-    );
-}
-
-/// The same product with OpenBLAS's serial sgemm (the `blas` feature's kernel).
-#[cfg(feature = "blas")]
-fn product_blas((m, n, k): (usize, usize, usize), lhs: View, rhs: View, out: &mut [f32]) {
-    // Row-major as is (column stride 1) or transposed (row stride 1).
-    let op = |v: View| if v.2 == 1 { (111, v.1) } else { (112, v.2) };
-    let ((ta, lda), (tb, ldb)) = (op(lhs), op(rhs));
-    // SAFETY: as in product_gemm_crate.
-    unsafe {
-        cblas_sgemm(
-            101,
-            ta,
-            tb,
-            m as i32,
-            n as i32,
-            k as i32,
-            1.0,
-            lhs.0,
-            lda as i32,
-            rhs.0,
-            ldb as i32,
-            0.0,
-            out.as_mut_ptr(),
-            n as i32,
-        )
-    }
-}
-
-/// fashion-mlp's five large products on one thread, each kernel side by side, with GFLOP/s.
+/// fashion-mlp's five large products with the `gemm` crate on one thread, with GFLOP/s (to
+/// compare with `cargo bench --bench peak`).
 fn fashion_products(reps: usize) {
     let data =
         |len: usize| -> Vec<f32> { (0..len).map(|i| (i % 17) as f32 * 0.05 - 0.4).collect() };
@@ -191,17 +145,8 @@ fn fashion_products(reps: usize) {
     let mut out = vec![0f32; 784 * 512];
     for (name, dims, lhs, rhs) in shapes {
         let flops = 2.0 * (dims.0 * dims.1 * dims.2) as f64;
-        let us = time(&format!("{name}, gemm crate"), reps, || {
-            product_gemm_crate(dims, lhs, rhs, &mut out)
-        });
+        let us = time(name, reps, || product_gemm_crate(dims, lhs, rhs, &mut out));
         println!("{:<48} {:>9.1} GFLOP/s", "", flops / us / 1e3);
-        #[cfg(feature = "blas")]
-        {
-            let us = time(&format!("{name}, OpenBLAS"), reps, || {
-                product_blas(dims, lhs, rhs, &mut out)
-            });
-            println!("{:<48} {:>9.1} GFLOP/s", "", flops / us / 1e3);
-        }
     }
 }
 

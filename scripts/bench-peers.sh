@@ -58,6 +58,11 @@ EMBER=$root/target/release/ember
 mkdir -p "$OUT/logs"
 records=$OUT/records.jsonl
 : > "$records"
+# The fp32 peak of one core, for each figure's share of it (benches/peak.rs), pinned like a
+# 1-thread run.
+cargo bench -q --bench peak --no-run 2>/dev/null
+taskset -c $((ncpu - 1)) cargo bench -q --bench peak | tee "$OUT/peak.txt"
+peak=$(awk '/^peak_gflops_per_core/ {print $2}' "$OUT/peak.txt")
 git rev-parse --short HEAD > "$OUT/commit" 2>/dev/null || echo unknown > "$OUT/commit"
 
 wait_quiet() {
@@ -102,6 +107,6 @@ done
 
 python3 scripts/bench_report.py table --records "$records" --commit "$(cat "$OUT/commit")" \
   --command "$0 (ROUNDS=$ROUNDS THREADS_LIST='$THREADS_LIST' PEERS_MAX_S=$PEERS_MAX_S)" \
-  --peers-python "$PY" > "$REPORT.tmp"
+  --peers-python "$PY" ${peak:+--peak-gflops "$peak"} > "$REPORT.tmp"
 mv "$REPORT.tmp" "$REPORT"
 echo "wrote $REPORT (records: $records)"

@@ -23,6 +23,25 @@ import sys
 import time
 
 JOBS = [("fashion-mlp", "w1"), ("tabular-mlp", "w2"), ("linear-scalar", "w3")]
+
+
+def product_flops(batch, widths):
+    """fp32 operations of one training step's matrix products for an MLP with these layer
+    widths: the forward products, the weight gradients, and the input gradients of every layer
+    but the first (the data needs none). The bias, activation and update add under 1 %."""
+    pairs = list(zip(widths, widths[1:]))
+    forward = sum(2 * batch * i * o for i, o in pairs)
+    dx = sum(2 * batch * i * o for i, o in pairs[1:])
+    return 2 * forward + dx
+
+
+# The same models and batch sizes as configs/*.toml and bench/peers (linear-scalar: x·w + p·f,
+# one product with f as a 41st input).
+STEP_FLOPS = {
+    "fashion-mlp": product_flops(64, [784, 512, 512, 10]),
+    "tabular-mlp": product_flops(2048, [61, 20, 10, 1]),
+    "linear-scalar": product_flops(128, [41, 1]),
+}
 PEER_NAMES = {
     "torch-posted": "PyTorch as posted (DataLoader, `.item()`)",
     "torch-best": "PyTorch best effort (preloaded, fused optimizer)",
@@ -132,6 +151,24 @@ def ember_version():
     return "?"
 
 
+def bare_median(records):
+    return statistics.median([r["bare_steps_per_s"] for r in records])
+
+
+def peak_share(job, steps_per_s, threads, a):
+    """'S %': the share of `threads` cores' measured peak that a rate of `job`'s steps is."""
+    gflops = steps_per_s * STEP_FLOPS[job] / 1e9
+    return f"{100 * gflops / (a.peak_gflops * threads):.2g} %"
+
+
+def of_peak(job, steps_per_s, threads, a):
+    """' (G GFLOP/s, S % of peak)' for a rate of `job`'s steps, or '' without a measured peak."""
+    if not a.peak_gflops:
+        return ""
+    gflops = steps_per_s * STEP_FLOPS[job] / 1e9
+    return f" ({gflops:.3g} GFLOP/s, {peak_share(job, steps_per_s, threads, a)} of peak)"
+
+
 def table(a):
     records = [json.loads(ln) for ln in open(a.records) if ln.strip()]
     threads_seen = sorted({r["threads"] for r in records})
@@ -144,6 +181,10 @@ def table(a):
     w(f"- Machine: {machine()}")
     w(f"- Versions: {versions(records, a.peers_python)}")
     w(f"- ember commit: {a.commit}; command: `{a.command}`")
+    if a.peak_gflops:
+        w(f"- Peak: {a.peak_gflops:.1f} GFLOP/s per core, fp32 FMA (`cargo bench --bench peak`, "
+          "pinned to the last core, just before the runs). *of peak* is a job's GFLOP/s (steps/s "
+          "times its products' operations per step) over that peak times the threads.")
     w(f"- Date: {time.strftime('%Y-%m-%d')}")
     w("- Method: each run is pinned with `taskset` (1 thread: the last core; 2 threads: both), "
       "ember (`--threads N`) and the peers (`PEERS_THREADS=N`) alike; ember and the peers alternate, "
@@ -161,10 +202,11 @@ def table(a):
         if not rows:
             continue
         w(f"## {job} ({wl})\n")
+        peak_col = " | of peak" if a.peak_gflops else ""
         head = "| | " + " | ".join(
-            f"{t} thr steps/s | ember ratio | first s | busy" for t in threads_seen) + " |"
+            f"{t} thr steps/s{peak_col} | ember ratio | first s | busy" for t in threads_seen) + " |"
         w(head)
-        w("|---|" + "---|---|---|---|" * len(threads_seen))
+        w("|---|" + ("---|" * (4 + bool(peak_col))) * len(threads_seen))
         ember = {t: [r for r in rows if r["framework"] == "ember" and r["threads"] == t]
                  for t in threads_seen}
         ember_med = {t: statistics.median([r["steps_per_s"] for r in ember[t]]) if ember[t] else None
@@ -176,7 +218,7 @@ def table(a):
             for t in threads_seen:
                 rs = [r for r in rows if r["variant"] == v and r["threads"] == t]
                 if not rs:
-                    cells.append("– | – | – | –")
+                    cells.append(" | ".join(["–"] * (4 + bool(peak_col))))
                     continue
                 sps = [r["steps_per_s"] for r in rs]
                 med = statistics.median(sps)
@@ -185,7 +227,8 @@ def table(a):
                 ratio = "" if v == "ember" or not ember_med[t] else f"**{ember_med[t] / med:.2f}x**"
                 first = statistics.median([r["first_epoch_s"] for r in rs])
                 busy = max(r.get("other_cores_busy", 0) for r in rs)
-                cells.append(f"{fmt_rate(sps)} | {ratio} | {first:.2f} | {busy:.2f}")
+                share = f" | {peak_share(job, med, t, a)}" if peak_col else ""
+                cells.append(f"{fmt_rate(sps)}{share} | {ratio} | {first:.2f} | {busy:.2f}")
             name = "**ember** (Learner)" if v == "ember" else PEER_NAMES[v]
             w(f"| {name} | " + " | ".join(cells) + " |")
         cells = []
@@ -193,9 +236,10 @@ def table(a):
             rs = ember[t]
             if rs:
                 bare = [r["bare_steps_per_s"] for r in rs]
-                cells.append(f"{fmt_rate(bare)} | | | ")
+                share = f" | {peak_share(job, statistics.median(bare), t, a)}" if peak_col else ""
+                cells.append(f"{fmt_rate(bare)}{share} | | | ")
             else:
-                cells.append("– | | | ")
+                cells.append("–" + " |" * (3 + bool(peak_col)) + " ")
         w("| ember bare step loop | " + " | ".join(cells) + " |")
         w("")
         for t in threads_seen:
@@ -205,10 +249,16 @@ def table(a):
                 loss = statistics.median([r["valid_loss"] for r in ember[t]])
                 wos = statistics.median([r["wall_over_steps"] for r in ember[t]])
                 accs = f", valid accuracy {100 * statistics.median(acc):.2f} %" if acc else ""
-                w(f"- {t} thread(s): ember {ember_med[t]:,.0f} steps/s vs best peer {PEER_NAMES[bname]} "
-                  f"{bsps:,.0f}: **{ember_med[t] / bsps:.2f}x**. ember's run: valid loss {loss:.4f}{accs} "
+                w(f"- {t} thread(s): ember {ember_med[t]:,.0f} steps/s{of_peak(job, ember_med[t], t, a)} "
+                  f"vs best peer {PEER_NAMES[bname]} {bsps:,.0f}{of_peak(job, bsps, t, a)}: "
+                  f"**{ember_med[t] / bsps:.2f}x**. ember's run: valid loss {loss:.4f}{accs} "
                   f"after {ember[t][0]['epochs_run']} epochs; wall time of the bench's `ember train` / "
                   f"(steps / steps/s) = {wos:.2f} (short run: start-up weighs more than in a full one).")
+        known = [t for t in threads_seen if ember_med[t]]
+        for t in known[1:]:
+            w(f"- {t} threads against {known[0]}: ember's median steps/s is "
+              f"**{ember_med[t] / ember_med[known[0]]:.2f}x**, bare loop "
+              f"{bare_median(ember[t]) / bare_median(ember[known[0]]):.2f}x.")
         w("")
     print("\n".join(out))
 
@@ -334,6 +384,8 @@ def main():
     t.add_argument("--commit", default="unknown")
     t.add_argument("--command", default="make bench-peers")
     t.add_argument("--peers-python", default=None)
+    t.add_argument("--peak-gflops", type=float, default=None,
+                   help="the fp32 peak of one core, from `cargo bench --bench peak`")
     g = sub.add_parser("gpu")
     g.add_argument("--out", required=True)
     g.add_argument("--device", required=True)

@@ -236,8 +236,7 @@ fn view(t: &FlexTensor) -> (*const f32, isize, isize) {
 const PARALLEL_WORK: usize = 192 * 192 * 192;
 
 /// `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]`, with `dst` row-major; spread over
-/// the pool when `split` and the product is large. On the tuned BLAS when the `blas` feature is
-/// on and it can read the operands, else on the `gemm` crate.
+/// the pool when `split` and the product is large.
 ///
 /// # Safety
 /// `dst` holds `m * n` writable elements (initialised when `keep`); `lhs` and `rhs` address
@@ -247,22 +246,11 @@ unsafe fn gemm_into(
     dst: *mut f32,
     (m, n, k): (usize, usize, usize),
     keep: bool,
-    lhs_view: (*const f32, isize, isize),
-    rhs_view: (*const f32, isize, isize),
+    (lhs, lhs_rs, lhs_cs): (*const f32, isize, isize),
+    (rhs, rhs_rs, rhs_cs): (*const f32, isize, isize),
     split: bool,
 ) {
-    let ((lhs, lhs_rs, lhs_cs), (rhs, rhs_rs, rhs_cs)) = (lhs_view, rhs_view);
-    let threads = if split && m * n * k >= PARALLEL_WORK {
-        rayon::current_num_threads()
-    } else {
-        1
-    };
-    #[cfg(feature = "blas")]
-    // SAFETY: forwarded from the caller.
-    if unsafe { super::blas::gemm_into(dst, (m, n, k), keep, lhs_view, rhs_view, threads) } {
-        return;
-    }
-    let parallelism = if threads > 1 {
+    let parallelism = if split && m * n * k >= PARALLEL_WORK && rayon::current_num_threads() > 1 {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None

@@ -14,8 +14,6 @@
 //! them with kernels of its own (`kernels.rs`), and `autodiff.rs` records their backward.
 
 mod autodiff;
-#[cfg(feature = "blas")]
-mod blas;
 pub mod kernels;
 
 use burn::backend::Flex;
