@@ -68,7 +68,7 @@ fn main() {
             .collect(),
     );
     println!("fp32 FMA peak, one core:            {core:8.1} GFLOP/s (median of 7)");
-    println!("fp32 FMA peak, {threads} threads at once:   {all:8.1} GFLOP/s (median of 5)");
+    println!("fp32 FMA peak, {threads} thread(s) at once: {all:8.1} GFLOP/s (median of 5)");
     println!("peak_gflops_per_core {core:.1}");
 }
 

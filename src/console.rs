@@ -130,10 +130,12 @@ pub struct BarRenderer {
     valid: HashMap<String, f64>,
     epochs: usize,
     steps_per_epoch: usize,
-    /// Smoothed training steps per second.
+    /// Smoothed steps per second of the whole run (validation and checkpoints included, as
+    /// the ETA needs), so a little under the epoch lines' training-only rate.
     rate: Option<f64>,
-    /// (epoch, step, when) of the previous training report.
-    last: Option<(usize, usize, Instant)>,
+    /// (steps done in the run, when) at the previous training report, which may lie epochs
+    /// back: runs of short epochs report once per interval, not once per epoch.
+    last: Option<(usize, Instant)>,
 }
 
 impl BarRenderer {
@@ -164,15 +166,14 @@ impl MetricsRendererTraining for BarRenderer {
         let epoch = item.global_progress.items_processed;
         let step = item.iteration.unwrap_or(0);
         let now = Instant::now();
-        if let Some((e, s, t)) = self.last
-            && e == epoch
-            && step > s
+        let done = (epoch.saturating_sub(1)) * self.steps_per_epoch + step;
+        if let Some((d, t)) = self.last
+            && done > d
         {
-            let r = (step - s) as f64 / now.duration_since(t).as_secs_f64().max(1e-9);
+            let r = (done - d) as f64 / now.duration_since(t).as_secs_f64().max(1e-9);
             self.rate = Some(self.rate.map_or(r, |old| 0.7 * old + 0.3 * r));
         }
-        self.last = Some((epoch, step, now));
-        let done = (epoch.saturating_sub(1)) * self.steps_per_epoch + step;
+        self.last = Some((done, now));
         let left = (self.epochs * self.steps_per_epoch).saturating_sub(done);
         let mut msg = format!("step {step}/{}", self.steps_per_epoch);
         if let Some(r) = self.rate {

@@ -10,6 +10,7 @@ use crate::model::{StepOutput, StepStats, StepTotals as Totals};
 use crate::run::history::{EpochRecord, History, SplitRecord};
 use crate::train::checkpoint::CheckpointDir;
 use crate::train::clip::clip_per_replica;
+use crate::train::reports::ReportClock;
 use crate::train::saver::Saver;
 use crate::train::signals::StopSignal;
 use crate::train::strategy::{diverged, step_seed};
@@ -56,7 +57,7 @@ pub struct ReplicaStrategy {
     pub log: Arc<Mutex<GroupLog>>,
     pub console: crate::console::Console,
     pub stop: StopSignal,
-    pub report_every: Duration,
+    pub reports: ReportClock,
     pub checkpoint_every: Duration,
     pub wait_for_checkpoints: bool,
     pub dropout_seed: Option<u64>,
@@ -170,7 +171,6 @@ impl ReplicaStrategy {
         let mut totals = Totals::<LC::Backend>::new();
         let mut iter = parts.train.iter();
         let (mut step, mut good_until) = (0, 0);
-        let mut last_report = Instant::now();
         let mut stats = Vec::new();
         while let Some(batch) = iter.next() {
             step += 1;
@@ -187,12 +187,15 @@ impl ReplicaStrategy {
             totals.add(out.item);
             let progress = iter.progress();
             let last = progress.items_processed >= progress.items_total;
-            if last || last_report.elapsed() >= self.report_every {
+            let due = self.reports.step_due(last, last && epoch == parts.epochs);
+            if last || due {
                 stats = totals.read_replicas(k);
                 let finite: Vec<bool> = stats.iter().map(|s| s.loss.is_finite()).collect();
                 let steps = format!("steps {}-{step}", good_until + 1);
                 self.check(log, &finite, "non-finite training loss", epoch, &steps);
                 good_until = step;
+            }
+            if due {
                 let shown = mean_of(&stats, log);
                 parts
                     .processor
@@ -203,13 +206,14 @@ impl ReplicaStrategy {
                         Some(step),
                         Some(learner.lr_current()),
                     )));
-                last_report = Instant::now();
             }
             if parts.interrupter.should_stop() || log.replicas.iter().all(|r| !r.active) {
                 break;
             }
         }
-        parts.processor.process_train(LearnerEvent::EndEpoch(epoch));
+        if self.reports.epoch_reported() {
+            parts.processor.process_train(LearnerEvent::EndEpoch(epoch));
+        }
         if stats.is_empty() {
             stats = totals.read_replicas(k);
         }
@@ -237,16 +241,15 @@ impl ReplicaStrategy {
             totals.add(model.step(batch));
         }
         let stats = totals.read_replicas(log.replicas.len());
-        parts
-            .processor
-            .process_valid(LearnerEvent::ProcessedItem(TrainingItem::new(
-                Totals::report(mean_of(&stats, log), &parts.device),
-                iter.progress(),
-                Progress::new(epoch, parts.epochs),
-                Some(step),
-                None,
-            )));
-        parts.processor.process_valid(LearnerEvent::EndEpoch(epoch));
+        if self.reports.take_epoch() {
+            let shown = Totals::report(mean_of(&stats, log), &parts.device);
+            let progress = Progress::new(epoch, parts.epochs);
+            let item = TrainingItem::new(shown, iter.progress(), progress, Some(step), None);
+            parts
+                .processor
+                .process_valid(LearnerEvent::ProcessedItem(item));
+            parts.processor.process_valid(LearnerEvent::EndEpoch(epoch));
+        }
         (stats, started.elapsed().as_secs_f64(), step)
     }
 

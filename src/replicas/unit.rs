@@ -24,6 +24,7 @@ use crate::sweep::folder::{BASE, SweepDir, TrialState};
 use crate::sweep::plan::Trial;
 use crate::train::checkpoint::{self, CheckpointDir, Manifest};
 use crate::train::metrics::{NullLogger, RunningMetric};
+use crate::train::reports::ReportClock;
 use crate::train::schedule::Schedule;
 use crate::train::{self, DEFAULT_CHECKPOINT_SECONDS, DEFAULT_PROGRESS_SECONDS, signals};
 use burn::module::{AutodiffModule, Module};
@@ -326,7 +327,7 @@ impl UnitTask<'_> {
             log,
             console: self.console.clone(),
             stop: signals::StopSignal::install(),
-            report_every: Duration::from_secs_f64(DEFAULT_PROGRESS_SECONDS),
+            reports: ReportClock::new(Some(Duration::from_secs_f64(DEFAULT_PROGRESS_SECONDS))),
             checkpoint_every: Duration::from_secs_f64(DEFAULT_CHECKPOINT_SECONDS),
             wait_for_checkpoints: self.device != Device::Cpu,
             dropout_seed: (config.model.dropout > 0.0).then_some(config.seed),

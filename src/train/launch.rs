@@ -3,6 +3,7 @@
 //! `SupervisedTraining` with ember's strategy; then the final model files.
 
 use super::metrics::{NullLogger, RunningMetric};
+use super::reports::ReportClock;
 use super::schedule::Schedule;
 use super::strategy::SaveBest;
 use super::strategy::{EmberStrategy, RunLog};
@@ -316,10 +317,10 @@ impl TrainTask<'_> {
             log: self.log.clone(),
             console: self.console.clone(),
             stop: signals::StopSignal::install(),
-            report_every: match self.args.progress_every {
-                s if s > 0.0 => Duration::from_secs_f64(s),
-                _ => Duration::MAX,
-            },
+            reports: ReportClock::new(
+                (self.args.progress_every > 0.0)
+                    .then(|| Duration::from_secs_f64(self.args.progress_every)),
+            ),
             checkpoint_every: Duration::from_secs_f64(self.args.checkpoint_every.max(0.0)),
             wait_for_checkpoints: self.device != Device::Cpu,
             dropout_seed: (self.config.model.dropout > 0.0).then_some(self.config.seed),

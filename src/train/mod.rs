@@ -10,6 +10,7 @@ pub use launch::{Training, with_model_and_optimizer};
 pub mod clip;
 pub mod early_stop;
 pub mod metrics;
+pub mod reports;
 pub(crate) mod saver;
 pub mod schedule;
 pub mod signals;

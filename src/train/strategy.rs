@@ -15,6 +15,7 @@ use crate::run::history::{EpochRecord, History, SplitRecord};
 use crate::train::checkpoint::CheckpointDir;
 use crate::train::clip::clip_global_norm;
 use crate::train::early_stop;
+use crate::train::reports::ReportClock;
 use crate::train::saver::Saver;
 use crate::train::signals::StopSignal;
 use burn::data::dataloader::{DataLoader, Progress};
@@ -50,7 +51,8 @@ pub struct EmberStrategy<LC: LearningComponentsTypes> {
     pub log: Arc<Mutex<RunLog>>,
     pub console: crate::console::Console,
     pub stop: StopSignal,
-    pub report_every: Duration,
+    /// When figures go to the progress bar.
+    pub reports: ReportClock,
     /// Minimum time between two checkpoints; the last epoch and a Ctrl-C always get one.
     pub checkpoint_every: Duration,
     /// Wait for each checkpoint to be written before training on. Burn 0.21's fusion backends
@@ -155,7 +157,6 @@ where
         let mut totals = Totals::<LC::Backend>::new();
         let mut iter = loader.iter();
         let (mut step, mut good_until) = (0, 0);
-        let mut last_report = Instant::now();
         let mut stats = None;
         while let Some(batch) = iter.next() {
             step += 1;
@@ -172,7 +173,8 @@ where
             totals.add(out.item);
             let progress = iter.progress();
             let last = progress.items_processed >= progress.items_total;
-            if last || last_report.elapsed() >= self.report_every {
+            let due = self.reports.step_due(last, last && epoch == epochs);
+            if last || due {
                 let s = totals.read();
                 if !s.loss.is_finite() {
                     return Err(self.diverged(
@@ -183,6 +185,8 @@ where
                 }
                 good_until = step;
                 stats = Some(s);
+            }
+            if due && let Some(s) = stats {
                 processor.process_train(LearnerEvent::ProcessedItem(TrainingItem::new(
                     Totals::report(s, &self.device),
                     progress,
@@ -190,14 +194,15 @@ where
                     Some(step),
                     Some(learner.lr_current()),
                 )));
-                last_report = Instant::now();
             }
             if interrupter.should_stop() {
                 break;
             }
         }
         let seconds = started.elapsed().as_secs_f64();
-        processor.process_train(LearnerEvent::EndEpoch(epoch));
+        if self.reports.epoch_reported() {
+            processor.process_train(LearnerEvent::EndEpoch(epoch));
+        }
         let s = stats.unwrap_or_else(|| totals.read());
         Ok(SplitRecord {
             loss: s.loss,
@@ -229,14 +234,16 @@ where
         }
         let s = totals.read();
         let seconds = started.elapsed().as_secs_f64();
-        processor.process_valid(LearnerEvent::ProcessedItem(TrainingItem::new(
-            Totals::report(s, &device),
-            iter.progress(),
-            Progress::new(epoch, epochs),
-            Some(step),
-            None,
-        )));
-        processor.process_valid(LearnerEvent::EndEpoch(epoch));
+        if self.reports.take_epoch() {
+            processor.process_valid(LearnerEvent::ProcessedItem(TrainingItem::new(
+                Totals::report(s, &device),
+                iter.progress(),
+                Progress::new(epoch, epochs),
+                Some(step),
+                None,
+            )));
+            processor.process_valid(LearnerEvent::EndEpoch(epoch));
+        }
         SplitRecord {
             loss: s.loss,
             accuracy: s.accuracy,
