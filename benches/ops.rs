@@ -33,57 +33,32 @@ fn rand(shape: [usize; 2]) -> Tensor<B, 2> {
     Tensor::random(shape, Distribution::Uniform(-1.0, 1.0), &Default::default())
 }
 
-/// A gemm of `[m, k] x [k, n]` (row-major) into `out`, split over `parts` column blocks run on
-/// rayon's pool, each block single-threaded.
-fn gemm_split(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], out: &mut [f32], parts: usize) {
-    use rayon::prelude::*;
-    let cols = n.div_ceil(parts);
-    let out_ptr = out.as_mut_ptr() as usize;
-    (0..parts).into_par_iter().for_each(|p| {
-        let c0 = p * cols;
-        let nc = cols.min(n - c0);
-        unsafe {
-            gemm::gemm(
-                m,
-                nc,
-                k,
-                (out_ptr as *mut f32).add(c0),
-                1,
-                n as isize,
-                false,
-                a.as_ptr(),
-                1,
-                k as isize,
-                b.as_ptr().add(c0),
-                1,
-                n as isize,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                gemm::Parallelism::None,
-            );
-        }
-    });
-}
-
 /// A strided operand: first element, row stride, column stride.
 type View = (*const f32, isize, isize);
 /// A named product `[m, k] · [k, n]`: its name, (m, n, k) and its two operands.
 type Product = (&'static str, (usize, usize, usize), View, View);
 
-/// `out [m, n] = lhs · rhs` on one thread with the `gemm` crate (ember's default kernel).
-fn product_gemm_crate((m, n, k): (usize, usize, usize), lhs: View, rhs: View, out: &mut [f32]) {
-    // SAFETY: the views address m x k and k x n elements of live buffers; out holds m * n.
+/// `dst [m, n] = lhs · rhs` on one thread with the `gemm` crate (ember's default kernel), with
+/// `dst`'s rows `dst_rs` elements apart.
+///
+/// # Safety
+/// The views address m x k and k x n elements of live buffers; `dst` addresses m rows of n
+/// writable elements.
+unsafe fn product_gemm_crate(
+    (m, n, k): (usize, usize, usize),
+    lhs: View,
+    rhs: View,
+    (dst, dst_rs): (*mut f32, isize),
+) {
+    // SAFETY: forwarded from the caller.
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            out.as_mut_ptr(),
+            dst,
             1,
-            n as isize,
+            dst_rs,
             false,
             lhs.0,
             lhs.2,
@@ -99,6 +74,26 @@ fn product_gemm_crate((m, n, k): (usize, usize, usize), lhs: View, rhs: View, ou
             gemm::Parallelism::None,
         )
     }
+}
+
+/// A gemm of `[m, k] x [k, n]` (row-major) into `out`, split over `parts` column blocks run on
+/// rayon's pool, each block single-threaded.
+fn gemm_split(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], out: &mut [f32], parts: usize) {
+    use rayon::prelude::*;
+    let cols = n.div_ceil(parts);
+    let (out_ptr, b_ptr) = (out.as_mut_ptr() as usize, b.as_ptr() as usize);
+    let lhs = (a.as_ptr() as usize, k as isize, 1);
+    (0..parts).into_par_iter().for_each(|p| {
+        let c0 = p * cols;
+        let nc = cols.min(n - c0);
+        // SAFETY: column block c0..c0 + nc of b and of out, inside both buffers; the blocks
+        // are disjoint.
+        unsafe {
+            let rhs = ((b_ptr as *const f32).add(c0), n as isize, 1);
+            let dst = ((out_ptr as *mut f32).add(c0), n as isize);
+            product_gemm_crate((m, nc, k), (lhs.0 as *const f32, lhs.1, lhs.2), rhs, dst);
+        }
+    });
 }
 
 /// fashion-mlp's five large products with the `gemm` crate on one thread, with GFLOP/s (to
@@ -145,7 +140,11 @@ fn fashion_products(reps: usize) {
     let mut out = vec![0f32; 784 * 512];
     for (name, dims, lhs, rhs) in shapes {
         let flops = 2.0 * (dims.0 * dims.1 * dims.2) as f64;
-        let us = time(name, reps, || product_gemm_crate(dims, lhs, rhs, &mut out));
+        let dst = (out.as_mut_ptr(), dims.1 as isize);
+        // SAFETY: the views address the live vectors above; out holds the largest m * n.
+        let us = time(name, reps, || unsafe {
+            product_gemm_crate(dims, lhs, rhs, dst)
+        });
         println!("{:<48} {:>9.1} GFLOP/s", "", flops / us / 1e3);
     }
 }

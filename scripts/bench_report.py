@@ -155,18 +155,21 @@ def bare_median(records):
     return statistics.median([r["bare_steps_per_s"] for r in records])
 
 
+def gflops(job, steps_per_s):
+    return steps_per_s * STEP_FLOPS[job] / 1e9
+
+
 def peak_share(job, steps_per_s, threads, a):
     """'S %': the share of `threads` cores' measured peak that a rate of `job`'s steps is."""
-    gflops = steps_per_s * STEP_FLOPS[job] / 1e9
-    return f"{100 * gflops / (a.peak_gflops * threads):.2g} %"
+    return f"{100 * gflops(job, steps_per_s) / (a.peak_gflops * threads):.2g} %"
 
 
 def of_peak(job, steps_per_s, threads, a):
     """' (G GFLOP/s, S % of peak)' for a rate of `job`'s steps, or '' without a measured peak."""
     if not a.peak_gflops:
         return ""
-    gflops = steps_per_s * STEP_FLOPS[job] / 1e9
-    return f" ({gflops:.3g} GFLOP/s, {peak_share(job, steps_per_s, threads, a)} of peak)"
+    share = peak_share(job, steps_per_s, threads, a)
+    return f" ({gflops(job, steps_per_s):.3g} GFLOP/s, {share} of peak)"
 
 
 def table(a):
