@@ -320,6 +320,13 @@ impl ReplicaStrategy {
         }
         let stopping = self.stop.requested() && epoch < parts.epochs;
         let last = epoch == parts.epochs;
+        // A group's checkpoint holds no records: a resumed group reads them back from the
+        // trials' metrics.csv, which must therefore reach the checkpoint's epoch first.
+        if saves.due(last || stopping) {
+            for replica in &mut log.replicas {
+                replica.history.flush()?;
+            }
+        }
         saves.save(epoch, last || stopping, learner, parts.event_store, &[])?;
         self.console
             .line(&epoch_line(epoch, parts.epochs, log, seconds));
@@ -402,7 +409,8 @@ where
                 }
             }
         }
-        if let Err(e) = saves.finish() {
+        let flushed = log.replicas.iter_mut().try_for_each(|r| r.history.flush());
+        if let Err(e) = saves.finish().and(flushed) {
             log.stopped.get_or_insert(e);
         }
         *self.log.lock().expect("group log lock") = log;

@@ -53,6 +53,11 @@ impl<LC: LearningComponentsTypes> Saver<LC> {
         }
     }
 
+    /// Whether [`Saver::save`] would checkpoint now.
+    pub fn due(&self, now: bool) -> bool {
+        self.writer.is_some() && (now || self.last_time.elapsed() >= self.every)
+    }
+
     /// Checkpoints `epoch` when one is due, and always when `now`.
     pub fn save(
         &mut self,
@@ -62,13 +67,12 @@ impl<LC: LearningComponentsTypes> Saver<LC> {
         store: &EventStoreClient,
         history: &[EpochRecord],
     ) -> Result<()> {
-        let due = self.last_time.elapsed() >= self.every;
+        if !self.due(now) {
+            return Ok(());
+        }
         let Some(writer) = self.writer.as_mut() else {
             return Ok(());
         };
-        if !(due || now) {
-            return Ok(());
-        }
         self.checkpoints
             .prepare(epoch, self.config_hash.clone(), history.to_vec());
         writer.checkpoint(learner, epoch, store);

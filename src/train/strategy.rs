@@ -454,7 +454,8 @@ where
                 }
             }
         }
-        if let Err(e) = saves.finish() {
+        let flushed = history.flush();
+        if let Err(e) = saves.finish().and(flushed) {
             self.fail(e);
         }
         self.log.lock().expect("run log lock").history = history.into_records();
