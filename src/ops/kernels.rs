@@ -378,6 +378,15 @@ fn product(
     out
 }
 
+/// Appends `m` copies of `row` to `out`: a one-element row (a regression's output layer) as a
+/// fill, since a copy call per element cost more than the product.
+fn push_rows(out: &mut Vec<f32>, row: &[f32], m: usize) {
+    match row {
+        [one] => out.resize(out.len() + m, *one),
+        _ => (0..m).for_each(|_| out.extend_from_slice(row)),
+    }
+}
+
 fn tensor(values: Vec<f32>, rows: usize, cols: usize) -> FlexTensor {
     FlexTensor::from_data(burn::tensor::TensorData::new(values, [rows, cols]))
 }
@@ -402,9 +411,7 @@ pub fn linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: super::Activatio
     };
     let bias = &b.storage::<f32>()[b.layout().start_offset()..][..n];
     let mut out: Vec<f32> = Vec::with_capacity(m * n);
-    for _ in 0..m {
-        out.extend_from_slice(bias);
-    }
+    push_rows(&mut out, bias, m);
     let operands = (view(&x), view(&w));
     // SAFETY: `out` holds m * n initialised elements; x and w are viewed through their layouts.
     unsafe { gemm_into(out.as_mut_ptr(), (m, n, k), true, operands, act, true) };
@@ -592,9 +599,7 @@ pub fn linear_replicas(
     let bias = &b.storage::<f32>()[b.layout().start_offset()..][..reps * n];
     let mut out: Vec<f32> = Vec::with_capacity(reps * m * n);
     for r in 0..reps {
-        for _ in 0..m {
-            out.extend_from_slice(&bias[r * n..][..n]);
-        }
+        push_rows(&mut out, &bias[r * n..][..n], m);
     }
     let views: Vec<(SendView, SendView)> = (0..reps)
         .map(|r| (SendView(replica_view(&x, r)), SendView(replica_view(&w, r))))
