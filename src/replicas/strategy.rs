@@ -302,31 +302,14 @@ impl ReplicaStrategy {
             epoch,
             "after the last step",
         );
-        let lr = learner.lr_current();
-        for (r, replica) in log.replicas.iter_mut().enumerate() {
-            if !replica.active {
-                continue;
-            }
-            replica.history.push(EpochRecord {
-                epoch,
-                train: split_record(
-                    &train[r],
-                    seconds,
-                    train_steps,
-                    Some(lr * replica.lr_factor),
-                ),
-                valid: split_record(&valid[r], valid_seconds, valid_steps, None),
-            })?;
-        }
         let stopping = self.stop.requested() && epoch < parts.epochs;
         let last = epoch == parts.epochs;
         // A group's checkpoint holds no records: a resumed group reads them back from the
         // trials' metrics.csv, which must therefore reach the checkpoint's epoch first.
-        if saves.due(last || stopping) {
-            for replica in &mut log.replicas {
-                replica.history.flush()?;
-            }
-        }
+        let flush = saves.due(last || stopping);
+        let train = (&train[..], seconds, train_steps);
+        let valid = (&valid[..], valid_seconds, valid_steps);
+        record_epoch(log, epoch, (train, valid), learner.lr_current(), flush)?;
         saves.save(epoch, last || stopping, learner, parts.event_store, &[])?;
         self.console
             .line(&epoch_line(epoch, parts.epochs, log, seconds));
@@ -339,6 +322,33 @@ impl ReplicaStrategy {
         }
         Ok(log.replicas.iter().any(|r| r.active))
     }
+}
+
+/// A pass's statistics per replica, its seconds and its steps.
+type Pass<'a> = (&'a [StepStats], f64, usize);
+
+/// Adds the epoch's record to each active replica's history; with `flush`, writes every
+/// trial's metrics.csv.
+fn record_epoch(
+    log: &mut GroupLog,
+    epoch: usize,
+    (train, valid): (Pass<'_>, Pass<'_>),
+    lr: f64,
+    flush: bool,
+) -> Result<(), EmberError> {
+    for (r, replica) in log.replicas.iter_mut().enumerate() {
+        if replica.active {
+            replica.history.push(EpochRecord {
+                epoch,
+                train: split_record(&train.0[r], train.1, train.2, Some(lr * replica.lr_factor)),
+                valid: split_record(&valid.0[r], valid.1, valid.2, None),
+            })?;
+        }
+        if flush {
+            replica.history.flush()?;
+        }
+    }
+    Ok(())
 }
 
 /// The epoch's line: the active replicas' validation figures side by side.
