@@ -199,7 +199,8 @@ pub fn with_model<D: Backends, T: ModelTask>(
     D::dispatch(device, Run { source, task })
 }
 
-/// Loss and accuracy of `model` over `split`, in batches cut on the device.
+/// Loss and accuracy of `model` over `split`, in batches cut on the device, the same batches
+/// as a run's validation passes (`LoaderBuilder::evaluation`).
 pub fn evaluate<B: EmberBackend, M: EmberModel<B>>(
     model: &M,
     split: &HostSplit,
@@ -207,7 +208,7 @@ pub fn evaluate<B: EmberBackend, M: EmberModel<B>>(
     max_tensor_bytes: Option<u64>,
     device: &B::Device,
 ) -> StepStats {
-    let loader = LoaderBuilder::new(batch_size)
+    let loader = LoaderBuilder::evaluation(batch_size)
         .max_tensor_bytes(max_tensor_bytes)
         .build::<B, M::Batch>(split, split.row_bytes(), device.clone(), |rows| {
             M::batch(rows, device)
@@ -349,6 +350,7 @@ pub fn write_csv(header: &[String], rows: &[Vec<String>], out: Option<&Path>) ->
 /// `ember eval`.
 pub struct Eval {
     pub split: HostSplit,
+    /// The run's training batch size.
     pub batch_size: usize,
     /// The device's cap on one tensor (`device::max_tensor_bytes`).
     pub max_tensor_bytes: Option<u64>,
@@ -427,7 +429,7 @@ pub fn eval_command<D: Backends>(
         device,
         Eval {
             split: rows,
-            batch_size: source.config.batch_size.max(1024),
+            batch_size: source.config.batch_size,
             max_tensor_bytes: crate::device::max_tensor_bytes(device),
         },
     )?;

@@ -2,6 +2,7 @@
 //! device once and every batch is cut there; training runs through Burn's `Learner` on the CUDA
 //! or wgpu backend when a GPU is present, on Burn's CPU backend otherwise.
 
+pub mod allocator;
 pub mod bench;
 pub mod config;
 pub mod console;

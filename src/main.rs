@@ -220,29 +220,6 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// mimalloc's `mi_option_purge_delay`: its place in `mi_option_e` (mimalloc.h) in the sources
-/// that libmimalloc-sys builds. That crate does not name it, so it is spelled here, and a test
-/// checks that the option has the purge delay's default.
-const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
-
-unsafe extern "C" {
-    #[cfg(test)]
-    fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
-    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
-}
-
-/// Keeps the memory that Burn's CPU backend frees for reuse, where mimalloc would hand it
-/// back to the system a second after its last use: fashion-mlp frees and allocates megabyte
-/// buffers every step, and each purge made a later step fault the pages in again. A 2-epoch
-/// fashion-mlp bench took 12,000 page faults, with 3 % of its cycles in the kernel's page
-/// clearing, against 900 faults with purging off. `MIMALLOC_PURGE_DELAY` still wins.
-fn keep_freed_memory() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-        // SAFETY: sets an integer option; mimalloc reads options with atomics.
-        unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
-    }
-}
-
 /// The backends this binary runs on: CUDA and wgpu (each with fusion) when built with their
 /// features, and Burn's CPU backend. This is the only place that names them, so Burn's generic
 /// code is compiled for them here, once.
@@ -271,7 +248,7 @@ impl Backends for AllBackends {
 fn main() {
     // SAFETY: the first thing the process does, while it has one thread.
     unsafe { ember::device::adapters::quiet_wayland_probe() };
-    keep_freed_memory();
+    ember::allocator::keep_freed_memory();
     ember::logging::init_from_env();
     let cli = Cli::parse();
     let verbosity = if cli.quiet {
@@ -401,19 +378,4 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
     };
     lines.iter().for_each(|l| console.always(l));
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_purge_delay_option_is_the_one_set() {
-        // The default purge delay of mimalloc v3 (what libmimalloc-sys builds without its
-        // `v2` feature) is 1000 ms: no other option at this place has that default.
-        assert!(std::env::var_os("MIMALLOC_PURGE_DELAY").is_none());
-        // SAFETY: reads an integer option.
-        let delay = unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) };
-        assert_eq!(delay, 1000, "mimalloc option {MI_OPTION_PURGE_DELAY}");
-    }
 }

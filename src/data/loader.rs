@@ -74,6 +74,12 @@ pub enum Order {
     Shuffled { seed: u64 },
 }
 
+/// The smallest batch of a pass without gradients. Such a pass keeps no activations for a
+/// backward, so it can take larger batches than training, and each batch costs a dozen
+/// operations whatever its size: linear-scalar's validation in its 128-row training batches
+/// took 3.5 % of its training time, a tenth of an epoch's wall time outside the steps.
+pub const EVAL_ROWS: usize = 1024;
+
 /// Builds a [`DeviceLoader`], as Burn's `DataLoaderBuilder` does:
 /// `LoaderBuilder::new(64).shuffle(seed).epoch(cell).build(&split, row_bytes, device, upload)`.
 #[derive(Clone, Debug)]
@@ -96,6 +102,12 @@ impl LoaderBuilder {
             epoch: EpochCell::default(),
             max_tensor_bytes: None,
         }
+    }
+
+    /// File order, every row, for a pass without gradients (validation, `ember eval`): batches
+    /// of [`EVAL_ROWS`] rows, or of the training's `batch_size` when it is larger.
+    pub fn evaluation(batch_size: usize) -> Self {
+        Self::new(batch_size.max(EVAL_ROWS))
     }
 
     /// Leave out the last batch when it is partial.

@@ -207,7 +207,7 @@ impl UnitTask<'_> {
         }));
         std::fs::create_dir_all(&checkpoints).map_err(|e| EmberError::write(&checkpoints, e))?;
         let strategy = self.strategy(CheckpointDir::new(checkpoints), epoch, log.clone());
-        let valid = LoaderBuilder::new(config.batch_size)
+        let valid = LoaderBuilder::evaluation(config.batch_size)
             .max_tensor_bytes(device::max_tensor_bytes(self.device))
             .build(
                 &self.data.valid,

@@ -290,7 +290,7 @@ impl TrainTask<'_> {
             ));
         }
         let valid = &self.data.valid;
-        let valid_loader = LoaderBuilder::new(config.batch_size)
+        let valid_loader = LoaderBuilder::evaluation(config.batch_size)
             .max_tensor_bytes(max_bytes)
             .build(valid, valid.row_bytes(), device.clone(), |rows| {
                 M::Inference::batch(rows, device)
