@@ -32,7 +32,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Like [`write_atomic`] without the fsyncs: readers and kills still see a whole file, but a
-/// power cut may lose it. For files rewritten every epoch (`metrics.csv`), where the fsyncs
+/// power cut may lose it. For files rewritten as a run goes (`metrics.csv`), where the fsyncs
 /// would cost more than a small model's epoch.
 pub fn write_replace(path: &Path, bytes: &[u8]) -> Result<()> {
     replace(path, bytes, Durability::Unsynced)

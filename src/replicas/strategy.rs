@@ -306,11 +306,14 @@ impl ReplicaStrategy {
         let last = epoch == parts.epochs;
         // A group's checkpoint holds no records: a resumed group reads them back from the
         // trials' metrics.csv, which must therefore reach the checkpoint's epoch first.
-        let flush = saves.due(last || stopping);
+        // Decided once: a checkpoint is written only after the flush.
+        let checkpoint = saves.due(last || stopping);
         let train = (&train[..], seconds, train_steps);
         let valid = (&valid[..], valid_seconds, valid_steps);
-        record_epoch(log, epoch, (train, valid), learner.lr_current(), flush)?;
-        saves.save(epoch, last || stopping, learner, parts.event_store, &[])?;
+        record_epoch(log, epoch, (train, valid), learner.lr_current(), checkpoint)?;
+        if checkpoint {
+            saves.save(epoch, true, learner, parts.event_store, &[])?;
+        }
         self.console
             .line(&epoch_line(epoch, parts.epochs, log, seconds));
         if stopping {
