@@ -258,11 +258,11 @@ unsafe fn gemm_into(
 ) {
     let threads = rayon::current_num_threads();
     let (serial, pool) = (gemm::Parallelism::None, gemm::Parallelism::Rayon(0));
-    let blocks = threads.min(n / MIN_BLOCK_COLUMNS);
     // SAFETY (both returns): forwarded from the caller.
     if !(split && m * n * k >= PARALLEL_WORK && threads > 1) {
         return unsafe { gemm_block(dst, n, (m, n, k), keep, (lhs, rhs), act, serial) };
     }
+    let blocks = threads.min(n / MIN_BLOCK_COLUMNS);
     if blocks < 2 {
         return unsafe { gemm_block(dst, n, (m, n, k), keep, (lhs, rhs), act, pool) };
     }

@@ -67,10 +67,8 @@ impl<LC: LearningComponentsTypes> Saver<LC> {
         store: &EventStoreClient,
         history: &[EpochRecord],
     ) -> Result<()> {
-        if !self.due(now) {
-            return Ok(());
-        }
-        let Some(writer) = self.writer.as_mut() else {
+        let due = self.due(now);
+        let Some(writer) = self.writer.as_mut().filter(|_| due) else {
             return Ok(());
         };
         self.checkpoints
