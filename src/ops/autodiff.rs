@@ -66,6 +66,91 @@ impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
         }
     }
 
+    fn scalar_mse_replicas(
+        x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        p: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        /// Keeps the input and the residuals; the backward computes both gradients in one call
+        /// of the inner backend. The inputs and targets are data, not parents.
+        #[derive(Debug)]
+        struct ScalarMseBackward;
+
+        impl<B: EmberBackend> Backward<B, 2> for ScalarMseBackward {
+            type State = (B::FloatTensorPrimitive, B::FloatTensorPrimitive);
+
+            fn backward(
+                self,
+                ops: Ops<Self::State, 2>,
+                grads: &mut Gradients,
+                _: &mut Checkpointer,
+            ) {
+                let [node_w, node_p] = ops.parents;
+                let grad = grads.consume::<B>(&ops.node);
+                let (x, residuals) = ops.state;
+                let (dw, dp) = B::scalar_mse_replicas_backward(x, residuals, grad);
+                if let Some(node) = node_w {
+                    grads.register::<B>(node.id, dw);
+                }
+                if let Some(node) = node_p {
+                    grads.register::<B>(node.id, dp);
+                }
+            }
+        }
+
+        let (x, y) = (x.primitive, y.primitive);
+        match ScalarMseBackward
+            .prepare::<C>([w.node.clone(), p.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (loss, residuals) =
+                    B::scalar_mse_replicas_forward(x.clone(), y, w.primitive, p.primitive);
+                prep.finish((x, residuals), loss)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(B::scalar_mse_replicas(x, y, w.primitive, p.primitive))
+            }
+        }
+    }
+
+    fn bce_logits_replicas(logits: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
+        /// Keeps the logits and the targets (data, not a parent).
+        #[derive(Debug)]
+        struct BceBackward;
+
+        impl<B: EmberBackend> Backward<B, 1> for BceBackward {
+            type State = (B::FloatTensorPrimitive, B::FloatTensorPrimitive);
+
+            fn backward(
+                self,
+                ops: Ops<Self::State, 1>,
+                grads: &mut Gradients,
+                _: &mut Checkpointer,
+            ) {
+                let (z, y) = ops.state;
+                unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+                    B::bce_logits_replicas_backward(z, y, grad)
+                });
+            }
+        }
+
+        let (z, y) = (logits.primitive, y.primitive);
+        match BceBackward
+            .prepare::<C>([logits.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let loss = B::bce_logits_replicas(z.clone(), y.clone());
+                prep.finish((z, y), loss)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::bce_logits_replicas(z, y)),
+        }
+    }
+
     fn tanh(x: FloatTensor<Self>) -> FloatTensor<Self> {
         /// Keeps the forward output: the gradient is `grad * (1 - y^2)`, one pass, no recompute.
         #[derive(Debug)]

@@ -8,7 +8,7 @@ use burn::tensor::DType;
 use rayon::prelude::*;
 
 /// A contiguous, uniquely owned copy (or the tensor itself, when it already is one).
-fn owned_contiguous(x: FlexTensor) -> FlexTensor {
+pub(super) fn owned_contiguous(x: FlexTensor) -> FlexTensor {
     let layout = x.layout();
     if x.is_unique() && layout.is_contiguous() && layout.start_offset() == 0 {
         x
@@ -224,7 +224,7 @@ fn dims(t: &FlexTensor) -> (usize, usize) {
 }
 
 /// (row stride, column stride) in elements, and the first element.
-fn view(t: &FlexTensor) -> (*const f32, isize, isize) {
+pub(super) fn view(t: &FlexTensor) -> (*const f32, isize, isize) {
     let strides = t.layout().strides();
     let base = t.storage::<f32>().as_ptr();
     // SAFETY: the layout's offset lies inside the tensor's storage.
@@ -376,7 +376,7 @@ fn activate(act: super::Activation, values: &mut [f32]) {
 }
 
 /// A matrix product into a fresh buffer that the product overwrites whole.
-fn product(
+pub(super) fn product(
     (m, n, k): (usize, usize, usize),
     lhs: (*const f32, isize, isize),
     rhs: (*const f32, isize, isize),
@@ -553,7 +553,7 @@ pub fn adam(
 
 /// Replica `r`'s `[rows, cols]` matrix in a stacked `[K, rows, cols]` tensor, or the tensor
 /// itself when it is a 2-d one that every replica shares.
-fn replica_view(t: &FlexTensor, r: usize) -> (*const f32, isize, isize) {
+pub(super) fn replica_view(t: &FlexTensor, r: usize) -> (*const f32, isize, isize) {
     let strides = t.layout().strides();
     if strides.len() == 2 {
         return view(t);

@@ -14,7 +14,9 @@
 //! them with kernels of its own (`kernels.rs`), and `autodiff.rs` records their backward.
 
 mod autodiff;
+mod bce;
 pub mod kernels;
+mod scalar_mse;
 
 use burn::backend::Flex;
 use burn::prelude::*;
@@ -175,6 +177,56 @@ pub trait EmberBackend: Backend {
         LinearGrads { dx, dw, db }
     }
 
+    /// linear-scalar's K replicas and their mean squared errors in one operation: each replica's
+    /// loss `[K]`. `x` is `[n, c + 1]` (shared by every replica) or `[K, n, c + 1]`, its last
+    /// column the scalar input `f`; `y` `[n, 1]` or `[K·n, 1]`; `w` `[K, c, 1]`; `p` `[K]`.
+    fn scalar_mse_replicas(
+        x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        p: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        Self::scalar_mse_replicas_forward(x, y, w, p).0
+    }
+
+    /// [`EmberBackend::scalar_mse_replicas`], with the residuals its backward reads (in a
+    /// layout of the backend's choosing).
+    fn scalar_mse_replicas_forward(
+        x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        p: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        scalar_mse_composed::<Self>(x, y, w, p)
+    }
+
+    /// The gradients of [`EmberBackend::scalar_mse_replicas`] with respect to `w` and `p`, given
+    /// its input, the residuals of its forward and the gradient of the losses `[K]`. (The inputs
+    /// and targets are data: no gradient flows to them.)
+    fn scalar_mse_replicas_backward(
+        x: FloatTensor<Self>,
+        residuals: FloatTensor<Self>,
+        dloss: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        scalar_mse_composed_backward::<Self>(x, residuals, dloss)
+    }
+
+    /// Binary cross-entropy on logits for K replicas: each replica's mean loss `[K]`, for
+    /// logits `[K, n, 1]` and 0/1 targets of the same shape.
+    fn bce_logits_replicas(logits: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
+        bce_composed::<Self>(logits, y)
+    }
+
+    /// The logits' gradient of [`EmberBackend::bce_logits_replicas`], given the gradient of the
+    /// losses `[K]`.
+    fn bce_logits_replicas_backward(
+        logits: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        dloss: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        bce_composed_backward::<Self>(logits, y, dloss)
+    }
+
     /// Element-wise hyperbolic tangent.
     fn tanh(x: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::float_tanh(x)
@@ -205,6 +257,84 @@ fn per_replica<B: Backend>(x: FloatTensor<B>, r: usize) -> FloatTensor<B> {
         B::float_reshape(x, Shape::new([1, m, k])),
         Shape::new([r, m, k]),
     )
+}
+
+/// [`EmberBackend::scalar_mse_replicas_forward`] in Burn's operations: a batched product with
+/// `p` appended to `w`; the residuals are `[K, n, 1]`.
+fn scalar_mse_composed<B: Backend>(
+    x: FloatTensor<B>,
+    y: FloatTensor<B>,
+    w: FloatTensor<B>,
+    p: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let [k, c, _] = w.shape().dims();
+    let x = per_replica::<B>(x, k);
+    let n = x.shape()[1];
+    // `x · w + p · f` as one product with `p` appended to `w`.
+    let coefs = B::float_cat(vec![w, B::float_reshape(p, Shape::new([k, 1, 1]))], 1);
+    let y = match y.shape()[0] == n {
+        true => B::float_expand(
+            B::float_reshape(y, Shape::new([1, n, 1])),
+            Shape::new([k, n, 1]),
+        ),
+        false => B::float_reshape(y, Shape::new([k, n, 1])),
+    };
+    debug_assert_eq!(x.shape()[2], c + 1);
+    let e = B::float_sub(B::float_matmul(x, coefs), y);
+    let squares = B::float_mul(e.clone(), e.clone());
+    let loss = B::float_reshape(B::float_mean_dim(squares, 1), Shape::new([k]));
+    (loss, e)
+}
+
+/// [`EmberBackend::scalar_mse_replicas_backward`] in Burn's operations.
+fn scalar_mse_composed_backward<B: Backend>(
+    x: FloatTensor<B>,
+    residuals: FloatTensor<B>,
+    dloss: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let [k, n, _] = residuals.shape().dims();
+    let x = per_replica::<B>(x, k);
+    let c = x.shape()[2] - 1;
+    let scale = B::float_mul_scalar(
+        B::float_reshape(dloss, Shape::new([k, 1, 1])),
+        (2.0 / n as f32).into(),
+    );
+    let g = B::float_mul(residuals, scale);
+    let grads = B::float_matmul(B::float_swap_dims(x, 1, 2), g);
+    let dw = B::float_slice(
+        grads.clone(),
+        &[(0..k).into(), (0..c).into(), (0..1).into()],
+    );
+    let dp = B::float_slice(grads, &[(0..k).into(), (c..c + 1).into(), (0..1).into()]);
+    (dw, B::float_reshape(dp, Shape::new([k])))
+}
+
+/// [`EmberBackend::bce_logits_replicas`] in Burn's operations, in its stable form
+/// `relu(z) - z·y + log1p(exp(-|z|))`.
+fn bce_composed<B: Backend>(z: FloatTensor<B>, y: FloatTensor<B>) -> FloatTensor<B> {
+    let k = z.shape()[0];
+    let soft = B::float_log1p(B::float_exp(B::float_neg(B::float_abs(z.clone()))));
+    let loss = B::float_add(B::float_sub(B::relu(z.clone()), B::float_mul(z, y)), soft);
+    let n = loss.shape().num_elements() / k;
+    let loss = B::float_reshape(loss, Shape::new([k, n]));
+    B::float_reshape(B::float_mean_dim(loss, 1), Shape::new([k]))
+}
+
+/// [`EmberBackend::bce_logits_replicas_backward`] in Burn's operations.
+fn bce_composed_backward<B: Backend>(
+    z: FloatTensor<B>,
+    y: FloatTensor<B>,
+    dloss: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let shape = z.shape();
+    let (k, n) = (shape[0], shape.num_elements() / shape[0]);
+    let mut dims = vec![1; shape.num_dims()];
+    dims[0] = k;
+    let scale = B::float_mul_scalar(
+        B::float_reshape(dloss, Shape::from(dims)),
+        (1.0 / n as f32).into(),
+    );
+    B::float_mul(B::float_sub(B::sigmoid(z), y), scale)
 }
 
 /// The gradients of a linear layer.
@@ -246,6 +376,32 @@ pub fn linear_replicas<B: EmberBackend, const D: usize>(
         weight.val().into_primitive().tensor(),
         bias.val().into_primitive().tensor(),
         act,
+    )))
+}
+
+/// Each of linear-scalar's K replicas' mean squared error `[K]`, through ember's backend
+/// extension: `x` `[n, c + 1]` (shared) or `[K, n, c + 1]` with the scalar input `f` as its last
+/// column, `y` `[n, 1]` or `[K·n, 1]`, `w` `[K, c, 1]`, `p` `[K]`.
+pub fn scalar_mse_replicas<B: EmberBackend, const D: usize>(
+    x: Tensor<B, D>,
+    y: Tensor<B, 2>,
+    w: &burn::module::Param<Tensor<B, 3>>,
+    p: &burn::module::Param<Tensor<B, 1>>,
+) -> Tensor<B, 1> {
+    Tensor::from_primitive(TensorPrimitive::Float(B::scalar_mse_replicas(
+        x.into_primitive().tensor(),
+        y.into_primitive().tensor(),
+        w.val().into_primitive().tensor(),
+        p.val().into_primitive().tensor(),
+    )))
+}
+
+/// Each replica's binary cross-entropy `[K]` on logits `[K, n, 1]` against 0/1 targets of the
+/// same shape, through ember's backend extension.
+pub fn bce_logits_replicas<B: EmberBackend>(logits: Tensor<B, 3>, y: Tensor<B, 3>) -> Tensor<B, 1> {
+    Tensor::from_primitive(TensorPrimitive::Float(B::bce_logits_replicas(
+        logits.into_primitive().tensor(),
+        y.into_primitive().tensor(),
     )))
 }
 
@@ -302,6 +458,35 @@ impl EmberBackend for Flex {
         }
     }
 
+    fn scalar_mse_replicas_forward(
+        x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        p: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        scalar_mse::forward(x, y, w, p)
+    }
+
+    fn scalar_mse_replicas_backward(
+        x: FloatTensor<Self>,
+        residuals: FloatTensor<Self>,
+        dloss: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        scalar_mse::backward(x, residuals, dloss)
+    }
+
+    fn bce_logits_replicas(logits: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
+        bce::forward(logits, y)
+    }
+
+    fn bce_logits_replicas_backward(
+        logits: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        dloss: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        bce::backward(logits, y, dloss)
+    }
+
     fn tanh(x: FloatTensor<Self>) -> FloatTensor<Self> {
         kernels::map_f32(x, kernels::tanh_slice)
     }
@@ -322,6 +507,8 @@ mod tests {
     use super::*;
     use burn::backend::Autodiff;
     use burn::tensor::{Distribution, Tolerance};
+
+    use burn::tensor::ops::FloatTensorOps;
 
     type A = Autodiff<Flex>;
 
@@ -474,6 +661,147 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// linear-scalar's fused replica loss against Burn's own composition of each replica's
+    /// `x · w + p · f` and mean squared error: the losses and both gradients, for inputs shared
+    /// by every replica and for each replica's own.
+    #[test]
+    fn scalar_mse_replicas_matches_burns_composition() {
+        use burn::module::Param;
+        let device = Default::default();
+        let (k, n, c) = (4, 37, 6);
+        for shared in [true, false] {
+            let rows = if shared { n } else { k * n };
+            let dist = Distribution::Normal(0.0, 1.0);
+            let x = Tensor::<A, 2>::random([rows, c + 1], dist, &device);
+            let y = Tensor::<A, 2>::random([rows, 1], dist, &device);
+            let wd = Tensor::<Flex, 3>::random([k, c, 1], dist, &device).into_data();
+            let pd = Tensor::<Flex, 1>::random([k], dist, &device).into_data();
+            let (w, p) = (
+                Param::from_data(wd.clone(), &device),
+                Param::from_data(pd.clone(), &device),
+            );
+            let (wb, pb) = (
+                Param::<Tensor<A, 3>>::from_data(wd, &device),
+                Param::<Tensor<A, 1>>::from_data(pd, &device),
+            );
+            let ours = match shared {
+                true => scalar_mse_replicas(x.clone(), y.clone(), &w, &p),
+                false => scalar_mse_replicas(x.clone().reshape([k, n, c + 1]), y.clone(), &w, &p),
+            };
+            let burns: Vec<Tensor<A, 1>> = (0..k)
+                .map(|r| {
+                    let (xr, yr) = match shared {
+                        true => (x.clone(), y.clone()),
+                        false => (x.clone().narrow(0, r * n, n), y.clone().narrow(0, r * n, n)),
+                    };
+                    let wr = wb.val().narrow(0, r, 1).reshape([c, 1]);
+                    let pr = pb.val().narrow(0, r, 1).reshape([1, 1]);
+                    let pred = xr.clone().narrow(1, 0, c).matmul(wr) + xr.narrow(1, c, 1) * pr;
+                    (pred - yr).square().mean()
+                })
+                .collect();
+            let burns = Tensor::cat(burns, 0);
+            let tol = Tolerance::relative(1e-5);
+            ours.clone()
+                .into_data()
+                .assert_approx_eq::<f32>(&burns.clone().into_data(), tol);
+            // Unequal weights on the losses, as the backward of a sum with a masked one sees.
+            let scale = Tensor::<A, 1>::from_floats([1.0, 0.0, 2.5, -1.0], &device);
+            let ga = (ours * scale.clone()).sum().backward();
+            let gb = (burns * scale).sum().backward();
+            let tol = Tolerance::absolute(1e-4);
+            let (dw, dwb) = (w.grad(&ga).unwrap(), wb.grad(&gb).unwrap());
+            dw.into_data()
+                .assert_approx_eq::<f32>(&dwb.into_data(), tol);
+            let (dp, dpb) = (p.grad(&ga).unwrap(), pb.grad(&gb).unwrap());
+            dp.into_data()
+                .assert_approx_eq::<f32>(&dpb.into_data(), tol);
+        }
+    }
+
+    /// The composition of Burn's operations that GPU backends run for linear-scalar's replica
+    /// loss, against the CPU kernel: losses and both gradients.
+    #[test]
+    fn scalar_mse_composition_matches_the_cpu_kernel() {
+        let device = Default::default();
+        let (k, n, c) = (3, 29, 5);
+        let prim = |t: Tensor<Flex, 2>| t.into_primitive().tensor();
+        let dist = Distribution::Normal(0.0, 1.0);
+        for shared in [true, false] {
+            let rows = if shared { n } else { k * n };
+            let x = Tensor::<Flex, 2>::random([rows, c + 1], dist, &device);
+            let x = match shared {
+                true => prim(x),
+                false => Flex::float_reshape(prim(x), Shape::new([k, n, c + 1])),
+            };
+            let y = prim(Tensor::random([rows, 1], dist, &device));
+            let w = Tensor::<Flex, 3>::random([k, c, 1], dist, &device)
+                .into_primitive()
+                .tensor();
+            let p = Tensor::<Flex, 1>::random([k], dist, &device)
+                .into_primitive()
+                .tensor();
+            let dloss = Tensor::<Flex, 1>::from_floats([0.5, 0.0, -2.0], &device);
+            let dloss = dloss.into_primitive().tensor();
+            let (l1, e1) =
+                Flex::scalar_mse_replicas_forward(x.clone(), y.clone(), w.clone(), p.clone());
+            let (l2, e2) = scalar_mse_composed::<Flex>(x.clone(), y, w, p);
+            let (dw1, dp1) = Flex::scalar_mse_replicas_backward(x.clone(), e1, dloss.clone());
+            let (dw2, dp2) = scalar_mse_composed_backward::<Flex>(x, e2, dloss);
+            let tol = Tolerance::absolute(1e-4);
+            let data = |t: FloatTensor<Flex>| {
+                let flat = Shape::new([t.shape().num_elements()]);
+                let t = TensorPrimitive::Float(Flex::float_reshape(t, flat));
+                Tensor::<Flex, 1>::from_primitive(t).into_data()
+            };
+            for (a, b) in [(l1, l2), (dw1, dw2), (dp1, dp2)] {
+                data(a).assert_approx_eq::<f32>(&data(b), tol);
+            }
+        }
+    }
+
+    /// The replicas' binary cross-entropy on logits against Burn's own composition (the loss
+    /// and the logits' gradient), and the composition the GPU backends run against the CPU
+    /// kernel's backward, with large logits of both signs.
+    #[test]
+    fn bce_logits_replicas_matches_burns() {
+        let device = Default::default();
+        let (k, n) = (3, 5000);
+        let zd = Tensor::<Flex, 3>::random([k, n, 1], Distribution::Normal(0.0, 8.0), &device);
+        let yd = Tensor::<Flex, 3>::random([k, n, 1], Distribution::Bernoulli(0.4), &device);
+        let z = Tensor::<A, 3>::from_data(zd.to_data(), &device).require_grad();
+        let zb = Tensor::<A, 3>::from_data(zd.to_data(), &device).require_grad();
+        let y = Tensor::<A, 3>::from_data(yd.to_data(), &device);
+        let ours = bce_logits_replicas(z.clone(), y.clone());
+        let stable = burn::tensor::activation::relu(zb.clone()) - zb.clone() * y.clone()
+            + zb.clone().abs().neg().exp().log1p();
+        let burns = stable.reshape([k, n]).mean_dim(1).reshape([k]);
+        let tol = Tolerance::relative(1e-5);
+        ours.clone()
+            .into_data()
+            .assert_approx_eq::<f32>(&burns.clone().into_data(), tol);
+        let scale = Tensor::<A, 1>::from_floats([1.0, 0.0, -3.0], &device);
+        let ga = (ours * scale.clone()).sum().backward();
+        let gb = (burns * scale.clone()).sum().backward();
+        let tol = Tolerance::absolute(1e-7);
+        let (da, db) = (z.grad(&ga).unwrap(), zb.grad(&gb).unwrap());
+        da.clone()
+            .into_data()
+            .assert_approx_eq::<f32>(&db.into_data(), tol);
+        let prim = |t: Tensor<Flex, 3>| t.into_primitive().tensor();
+        let scale = scale.inner().into_primitive().tensor();
+        let composed = bce_composed_backward::<Flex>(prim(zd.clone()), prim(yd.clone()), scale);
+        let composed = Tensor::<Flex, 3>::from_primitive(TensorPrimitive::Float(composed));
+        composed
+            .into_data()
+            .assert_approx_eq::<f32>(&da.into_data(), tol);
+        let loss = bce_composed::<Flex>(prim(zd), prim(yd));
+        let loss = Tensor::<Flex, 1>::from_primitive(TensorPrimitive::Float(loss));
+        let ours = bce_logits_replicas(z.inner(), y.inner());
+        loss.into_data()
+            .assert_approx_eq::<f32>(&ours.into_data(), Tolerance::relative(1e-5));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::ops::{self, EmberBackend, linear_replicas};
 use burn::module::{Param, ParamId};
 use burn::nn::{Dropout, DropoutConfig};
 use burn::prelude::*;
-use burn::tensor::activation::{gelu, log_softmax, relu, sigmoid};
+use burn::tensor::activation::{gelu, log_softmax, sigmoid};
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 use std::path::Path;
 
@@ -81,6 +81,14 @@ impl<B: EmberBackend> ReplicaScalar<B> {
         // broadcast ones element by element, forward and backward.
         let f = per_replica_rows(f, k, n, D == 2);
         x.matmul(self.weight.val()) + f * self.p.val().reshape([k, 1, 1]).repeat_dim(1, n)
+    }
+
+    /// Each replica's mean squared error `[K]` on inputs `[n, in + 1]` shared by every replica
+    /// or `[K, n, in + 1]`, in one operation forward and one backward. It rounds differently
+    /// from [`ReplicaScalar::forward`], which validation keeps, since that matches the single
+    /// model's op for op.
+    fn mse<const D: usize>(&self, x: Tensor<B, D>, y: Tensor<B, 2>) -> Tensor<B, 1> {
+        ops::scalar_mse_replicas(x, y, &self.weight, &self.p)
     }
 
     /// Replica `r` as its single model.
@@ -190,6 +198,22 @@ impl<B: EmberBackend> ReplicaMlp<B> {
     fn step_output(&self, batch: ReplicaBatch<B>, metrics: bool) -> StepOutput<B> {
         let k = self.replicas;
         let n = batch.rows.inputs.dims()[0] / if batch.shared { 1 } else { k };
+        if let (Some(s), Targets::Values(y), false) = (&self.scalar, &batch.rows.targets, metrics) {
+            let loss = match batch.shared {
+                true => s.mse(batch.rows.inputs, y.clone()),
+                false => {
+                    let width = batch.rows.inputs.dims()[1];
+                    s.mse(batch.rows.inputs.reshape([k, n, width]), y.clone())
+                }
+            };
+            let (correct, regression) = (None, None);
+            return StepOutput {
+                loss,
+                correct,
+                rows: n,
+                regression,
+            };
+        }
         let out = if batch.shared {
             self.forward(batch.rows.inputs)
         } else {
@@ -212,9 +236,7 @@ impl<B: EmberBackend> ReplicaMlp<B> {
             Targets::Binary(labels) => {
                 let y = self.rows(labels.float(), batch.shared, n);
                 let correct = out.clone().greater_elem(0.0).float().equal(y.clone());
-                // Binary cross-entropy on logits, in its stable form.
-                let loss = relu(out.clone()) - out.clone() * y + out.abs().neg().exp().log1p();
-                let loss = per_replica(loss).mean_dim(1).reshape([k]);
+                let loss = ops::bce_logits_replicas(out, y);
                 let correct = per_replica(correct.float()).sum_dim(1).reshape([k]);
                 StepOutput::classified(loss, correct, n)
             }
