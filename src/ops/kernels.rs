@@ -6,6 +6,7 @@
 use burn::backend::flex::FlexTensor;
 use burn::tensor::DType;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// A contiguous, uniquely owned copy (or the tensor itself, when it already is one).
 pub(super) fn owned_contiguous(x: FlexTensor) -> FlexTensor {
@@ -578,17 +579,59 @@ impl SendView {
     }
 }
 
+/// A buffer of `len` floats for a kernel that writes every element before any is read.
+fn uninit(len: usize) -> Vec<MaybeUninit<f32>> {
+    let mut v = Vec::with_capacity(len);
+    // SAFETY: the capacity is `len`, and `MaybeUninit` elements need no initialisation.
+    unsafe { v.set_len(len) };
+    v
+}
+
+/// The floats of a buffer from [`uninit`].
+///
+/// # Safety
+/// Every element has been written.
+unsafe fn assume_init(v: Vec<MaybeUninit<f32>>) -> Vec<f32> {
+    let mut v = std::mem::ManuallyDrop::new(v);
+    let (ptr, len, cap) = (v.as_mut_ptr().cast::<f32>(), v.len(), v.capacity());
+    // SAFETY: same allocation, layout and length; the caller vouches for the elements.
+    unsafe { Vec::from_raw_parts(ptr, len, cap) }
+}
+
+/// Fills `dst` with copies of `row`, doubling the copied span each time: a few copy calls,
+/// where one per row cost more than a narrow layer's product.
+fn fill_rows(dst: &mut [MaybeUninit<f32>], row: &[f32]) {
+    let (total, p) = (dst.len(), dst.as_mut_ptr().cast::<f32>());
+    let mut filled = row.len().min(total);
+    // SAFETY: every copy writes inside `dst` (at most `total` elements) and reads `row` or the
+    // part of `dst` already written, which never overlaps the part being written.
+    unsafe {
+        std::ptr::copy_nonoverlapping(row.as_ptr(), p, filled);
+        while 0 < filled && filled < total {
+            let span = filled.min(total - filled);
+            std::ptr::copy_nonoverlapping(p, p.add(filled), span);
+            filled += span;
+        }
+    }
+}
+
+/// The multiply-adds above which replicas are spread over the pool. Each product, however
+/// small, costs a few µs of the gemm crate's set-up, so a group's smallest layers (tabular-mlp's
+/// 10 → 1, 8 replicas) are worth spreading too.
+const REPLICA_PARALLEL_WORK: usize = 32 * 32 * 32;
+
 /// Runs `each(r, slice)` over the `r`-th `len`-element slice of `out`, one replica per pool
 /// thread when there are several replicas and enough `work` (multiply-adds) to share, else in
-/// turn with each product split across the pool (`split` = true).
-fn per_replica(
-    out: &mut [f32],
+/// turn with each product split across the pool (`split` = true). Either way a product gives
+/// the same bits.
+fn per_replica<T: Send>(
+    out: &mut [T],
     len: usize,
     work: usize,
-    each: impl Fn(usize, &mut [f32], bool) + Sync,
+    each: impl Fn(usize, &mut [T], bool) + Sync,
 ) {
     let replicas = out.len() / len.max(1);
-    if replicas > 1 && work >= 64 * 64 * 64 && rayon::current_num_threads() > 1 {
+    if replicas > 1 && work >= REPLICA_PARALLEL_WORK && rayon::current_num_threads() > 1 {
         out.par_chunks_mut(len)
             .enumerate()
             .for_each(|(r, dst)| each(r, dst, false));
@@ -619,20 +662,22 @@ pub fn linear_replicas(
     );
     let b = b.to_contiguous();
     let bias = &b.storage::<f32>()[b.layout().start_offset()..][..reps * n];
-    let mut out: Vec<f32> = Vec::with_capacity(reps * m * n);
-    for r in 0..reps {
-        push_rows(&mut out, &bias[r * n..][..n], m);
-    }
+    let mut out = uninit(reps * m * n);
     let views: Vec<(SendView, SendView)> = (0..reps)
         .map(|r| (SendView(replica_view(&x, r)), SendView(replica_view(&w, r))))
         .collect();
-    // Each replica's product and activation on one thread, while its output is in cache.
+    // Each replica's bias rows, product and activation on one thread, while its output is in
+    // cache.
     per_replica(&mut out, m * n, reps * m * n * k, |r, dst, split| {
+        fill_rows(dst, &bias[r * n..][..n]);
         let (xv, wv) = views[r];
-        // SAFETY: `dst` holds replica r's m * n initialised elements; the views address its
-        // input and weights.
-        unsafe { gemm_into(dst.as_mut_ptr(), (m, n, k), true, (xv.0, wv.0), act, split) };
+        let dst = dst.as_mut_ptr().cast::<f32>();
+        // SAFETY: `dst` holds replica r's m * n elements, initialised just above; the views
+        // address its input and weights.
+        unsafe { gemm_into(dst, (m, n, k), true, (xv.0, wv.0), act, split) };
     });
+    // SAFETY: every replica's slice was filled and then written by its product.
+    let out = unsafe { assume_init(out) };
     FlexTensor::from_data(burn::tensor::TensorData::new(out, [reps, m, n]))
 }
 
@@ -692,13 +737,14 @@ pub fn linear_replicas_backward(
         })
         .collect();
     // dw_r [k, n] = x_rᵀ [k, m] · dz_r [m, n].
-    let mut dw = vec![0f32; reps * k * n];
+    let mut dw = uninit(reps * k * n);
     per_replica(&mut dw, k * n, reps * m * n * k, |r, dst, split| {
         let ((xp, x_rs, x_cs), dz) = (views[r].0.0, views[r].2.0);
-        // SAFETY: `dst` holds k * n elements; the views address x_r and dz_r.
+        // SAFETY: `dst` holds k * n elements, which the product overwrites whole (keep is
+        // false); the views address x_r and dz_r.
         unsafe {
             gemm_into(
-                dst.as_mut_ptr(),
+                dst.as_mut_ptr().cast(),
                 (k, n, m),
                 false,
                 ((xp, x_cs, x_rs), dz),
@@ -707,15 +753,18 @@ pub fn linear_replicas_backward(
             )
         };
     });
+    // SAFETY: every replica's product wrote its whole slice.
+    let dw = unsafe { assume_init(dw) };
     // dx_r [m, k] = dz_r [m, n] · w_rᵀ [n, k].
     let dx = need_dx.then(|| {
-        let mut dx = vec![0f32; reps * m * k];
+        let mut dx = uninit(reps * m * k);
         per_replica(&mut dx, m * k, reps * m * n * k, |r, dst, split| {
             let ((wp, w_rs, w_cs), dz) = (views[r].1.0, views[r].2.0);
-            // SAFETY: `dst` holds m * k elements; the views address dz_r and w_r.
+            // SAFETY: `dst` holds m * k elements, which the product overwrites whole; the views
+            // address dz_r and w_r.
             unsafe {
                 gemm_into(
-                    dst.as_mut_ptr(),
+                    dst.as_mut_ptr().cast(),
                     (m, k, n),
                     false,
                     (dz, (wp, w_cs, w_rs)),
@@ -724,6 +773,8 @@ pub fn linear_replicas_backward(
                 )
             };
         });
+        // SAFETY: every replica's product wrote its whole slice.
+        let dx = unsafe { assume_init(dx) };
         if x.layout().shape().num_dims() == 2 {
             let mut sum = vec![0f32; m * k];
             for part in dx.chunks(m * k) {
