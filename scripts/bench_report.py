@@ -368,9 +368,32 @@ def gpu(a):
         w(f"| {job} | {b and format(b['learner']['steps_per_s'], ',.0f') or '–'} | "
           f"{b and format(b['bare']['steps_per_s'], ',.0f') or '–'} | "
           f"{b and format(b['learner']['first_epoch_s'], '.2f') or '–'} | {cell(te)} | {cell(tg)} | {ratio} |")
+    replica_section(out, dev, w, failed)
     w("\n" + ("All checks passed." if not failed else "FAILED: " + ", ".join(failed)))
     print("\n".join(lines))
     sys.exit(1 if failed else 0)
+
+
+def replica_section(out, dev, w, failed):
+    """Section 4: K seeds of fashion-mlp as replicas against K processes (ember bench --replicas)."""
+    path = os.path.join(out, "replicas.jsonl")
+    records = [json.loads(ln) for ln in open(path)] if os.path.exists(path) else []
+    if not records:
+        failed.append("bench fashion-mlp --replicas")
+        w(f"\n## 4. Replicas on {dev}\n\n**no result** (see steps.log)")
+        return
+    r = records[0]
+    w(f"\n## 4. Replicas on {dev}: {r['replicas']} seeds of fashion-mlp, {r['epochs']} epoch, "
+      "wall time (`ember bench --replicas`)\n")
+    w("| way | wall | x one run |")
+    w("|---|---|---|")
+    one = r["seconds"][0]
+    for way, s in zip(["one run", "replicas", "2 processes at a time", "one after another"], r["seconds"]):
+        w(f"| {way} | {s:.2f} s | {s / one:.2f} |")
+    if dev != "cpu":
+        ratio = r["seconds"][1] / one
+        w(f"\nGoal on a GPU: replicas in at most 2x one run: {'met' if ratio <= 2 else '**not met**'} "
+          f"({ratio:.2f}x).")
 
 
 def main():

@@ -14,15 +14,16 @@
 #                                   # the suite only listed (CI runs it; about a minute)
 #
 # With the device tool: run `scripts/gpu-check.sh` carrying gpu-bundle and datasets/fashion-mnist,
-# with a timeout of 420 s or more. On the GPU it (1) runs the GPU-path test suite
+# with a timeout of 540 s or more. On the GPU it (1) runs the GPU-path test suite
 # (tests/gpu_path.rs: parity of each job's losses with the CPU, the device loader, kill and
 # resume, export, the NaN guard, host reads per epoch) against the packed ember on CUDA, and
 # again on the GPU's Vulkan through wgpu when `ember info` lists a wgpu:0 adapter that is not a
 # software one (else the report says why it did not run), (2) trains fashion-mlp's 20 epochs on
-# CUDA (goal: 3 s of train time or less on an H200), (3) runs `ember bench` of each job on CUDA
-# and (4) the PyTorch peers on CUDA, eager and with CUDA graphs (scripts/gpu_torch_peers.py),
-# then writes $OUT/gpu-check.md (scripts/bench_report.py gpu). Whole script: about 5 minutes on
-# an H200 (each suite run is cut off after SUITE_TIMEOUT s, default 120). Exit 1 when a check
+# CUDA (goal: 3 s of train time or less on an H200), (3) runs `ember bench` of each job on CUDA,
+# (4) `ember bench fashion-mlp --replicas 16` for one epoch (16 seeds as replicas against 16
+# processes; goal: replicas in at most 2x one run) and (5) the PyTorch peers on CUDA, eager and
+# with CUDA graphs (scripts/gpu_torch_peers.py), then writes $OUT/gpu-check.md
+# (scripts/bench_report.py gpu). Whole script: about 6 to 7 minutes on an H200 (each suite run is cut off after SUITE_TIMEOUT s, default 120). Exit 1 when a check
 # fails: a failed CUDA or wgpu suite, an incomplete full run, a missing bench.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -171,12 +172,14 @@ EOF
   fi
   declare -A BENCH_EPOCHS=([fashion-mlp]=4 [tabular-mlp]=20 [linear-scalar]=20)
   LIMIT=()
+  REPLICAS=16
   FULL_EPOCHS=20
 else
   # Dry run: the CPU plays the GPU's part, on a slice, so every step and the report run.
   DEV=cpu
   declare -A BENCH_EPOCHS=([fashion-mlp]=2 [tabular-mlp]=2 [linear-scalar]=2)
   LIMIT=(--max-train-rows 4096)
+  REPLICAS=4
   FULL_EPOCHS=1
 fi
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-120}
@@ -254,6 +257,10 @@ for job in fashion-mlp tabular-mlp linear-scalar; do
   "$EMBER" bench "configs/$job.toml" --device "$DEV" --epochs "${BENCH_EPOCHS[$job]}" "${LIMIT[@]}" \
     --json 2>>"$OUT/steps.log" | grep '^{' >> "$OUT/bench.jsonl" || true
 done
+
+log "ember bench fashion-mlp --replicas $REPLICAS on $DEV"
+"$EMBER" bench configs/fashion-mlp.toml --replicas "$REPLICAS" --epochs 1 --device "$DEV" "${LIMIT[@]}" \
+  --json 2>>"$OUT/steps.log" | grep '^{' > "$OUT/replicas.jsonl" || true
 
 : > "$OUT/torch.jsonl"
 if ((have_torch)); then
