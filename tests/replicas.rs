@@ -29,6 +29,30 @@ fn sweep_run(sweep: &Path, out: &Path) -> Vec<String> {
     args
 }
 
+/// Trains trial `i`'s single run (its settings as `--set` overrides, with the sweep's split)
+/// and checks that the trial's losses match it within float rounding; gives the run's folder.
+fn assert_matches_single_run(dir: &Path, trial: &Path, i: usize, sets: &[String]) -> PathBuf {
+    let single = dir.join(format!("single-{i}"));
+    let mut extra = vec!["--set", "data.split_seed=42"];
+    sets.iter()
+        .for_each(|s| extra.extend(["--set", s.as_str()]));
+    ok(&train_on_cpu(&dir.join("base.toml"), &single, &extra));
+    let (ours, theirs) = (losses(trial), losses(&single));
+    assert_eq!((ours.len(), theirs.len()), (3, 3));
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert!(
+            close(a.0, b.0) && close(a.1, b.1),
+            "trial {i}: {a:?} vs {b:?}"
+        );
+    }
+    single
+}
+
+/// Equal within float rounding.
+fn close(x: f64, y: f64) -> bool {
+    (x - y).abs() <= 1e-5 * y.abs().max(1.0)
+}
+
 fn status(run: &Path) -> String {
     let s: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
@@ -65,20 +89,8 @@ fn replicas_match_single_runs_and_a_diverging_one_ends_alone() {
         ] {
             assert!(trial.join(file).is_file(), "trial {i}: no {file}");
         }
-        let single = dir.join(format!("single-{i}"));
-        let seed = format!("seed={}", 1 + i % 2);
-        let lr = format!("sgd.lr={lr}");
-        let extra = ["--set", &lr, "--set", &seed, "--set", "data.split_seed=42"];
-        ok(&train_on_cpu(&dir.join("base.toml"), &single, &extra));
-        let (ours, theirs) = (losses(&trial), losses(&single));
-        assert_eq!(ours.len(), 3);
-        for (a, b) in ours.iter().zip(&theirs) {
-            let close = |x: f64, y: f64| (x - y).abs() <= 1e-5 * y.abs().max(1.0);
-            assert!(
-                close(a.0, b.0) && close(a.1, b.1),
-                "trial {i}: {a:?} vs {b:?}"
-            );
-        }
+        let sets = [format!("seed={}", 1 + i % 2), format!("sgd.lr={lr}")];
+        assert_matches_single_run(&dir, &trial, i, &sets);
         // The trial's model is its replica: eval gives its last validation loss.
         let eval = ember(&["eval", path_str(&trial), "--device", "cpu"]);
         ok(&eval);
@@ -128,24 +140,39 @@ fn linear_scalar_replicas_equal_single_runs() {
         let loss = loss.and_then(|l| l.parse::<f64>().ok());
         loss.unwrap_or_else(|| panic!("no loss in {text}"))
     };
-    let close = |x: f64, y: f64| (x - y).abs() <= 1e-5 * y.abs().max(1.0);
     for (i, lr) in [(0, "100"), (1, "100"), (2, "300"), (3, "300")] {
         let trial = out.join(format!("trial-{i:03}"));
-        let single = dir.join(format!("single-{i}"));
-        let seed = format!("seed={}", 1 + i % 2);
-        let lr = format!("adam.lr={lr}");
-        let extra = ["--set", &lr, "--set", &seed, "--set", "data.split_seed=42"];
-        ok(&train_on_cpu(&dir.join("base.toml"), &single, &extra));
-        let (ours, theirs) = (losses(&trial), losses(&single));
-        assert_eq!(ours.len(), 3);
-        for (a, b) in ours.iter().zip(&theirs) {
-            assert!(
-                close(a.0, b.0) && close(a.1, b.1),
-                "trial {i}: {a:?} vs {b:?}"
-            );
-        }
+        let sets = [format!("seed={}", 1 + i % 2), format!("adam.lr={lr}")];
+        let single = assert_matches_single_run(&dir, &trial, i, &sets);
         let (a, b) = (eval_loss(&trial), eval_loss(&single));
         assert!(close(a, b), "trial {i}: eval loss {a} vs {b}");
+    }
+}
+
+/// Replicas on the same rows (an unshuffled job: the first layer one wide product of the shared
+/// input, its output side by side for the next layer) match the single runs of their seeds.
+#[test]
+fn replicas_on_shared_rows_match_single_runs() {
+    let dir = scratch("replicas-shared");
+    config(
+        &dir,
+        "base.toml",
+        "job = \"tabular-mlp\"\nepochs = 3\nbatch_size = 256\nshuffle = false\n\
+         max_train_rows = 8000\nmax_valid_rows = 2000\n[adam]\nlr = 3e-3\n",
+    );
+    let sweep = config(
+        &dir,
+        "sweep.toml",
+        "base = \"base.toml\"\nseeds = [1, 2, 3]\n",
+    );
+    let out = dir.join("out");
+    let args = sweep_run(&sweep, &out);
+    ok(&ember(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let log = std::fs::read_to_string(out.join("logs/unit-000.log")).unwrap();
+    assert!(log.contains("3 trials as replicas"), "{log}");
+    for i in 0..3 {
+        let trial = out.join(format!("trial-{i:03}"));
+        assert_matches_single_run(&dir, &trial, i, &[format!("seed={}", i + 1)]);
     }
 }
 

@@ -2,7 +2,7 @@
 //! pass, and the logits' gradient in one more. Through Burn's operations the stable form
 //! `relu(z) - z·y + log1p(exp(-|z|))` and its mean are eight operations on `[K, n, 1]` tensors
 //! forward and more backward, each a serial pass with its own allocation; here each replica's
-//! rows are one pass on one pool thread.
+//! rows are one pass, the replicas spread over the pool when there are enough rows.
 
 use super::kernels::owned_contiguous;
 use burn::backend::flex::FlexTensor;
@@ -13,20 +13,9 @@ use rayon::prelude::*;
 /// `log1p` (tens of ns), so far fewer than an element-wise kernel's threshold.
 const PARALLEL_ELEMENTS: usize = 4096;
 
-/// `each(r, rows)` over the replicas' `n`-element slices of `values`, on the pool when worth it.
-fn per_replica<T: Send>(
-    values: &mut [f32],
-    n: usize,
-    each: impl Fn(usize, &mut [f32]) -> T + Sync + Send,
-) -> Vec<T> {
-    let parallel = values.len() >= PARALLEL_ELEMENTS && rayon::current_num_threads() > 1;
-    let chunks = values.chunks_mut(n.max(1)).enumerate();
-    if parallel {
-        let chunks: Vec<_> = chunks.collect();
-        chunks.into_par_iter().map(|(r, c)| each(r, c)).collect()
-    } else {
-        chunks.map(|(r, c)| each(r, c)).collect()
-    }
+/// Whether `elements` are worth spreading over the pool.
+fn parallel(elements: usize) -> bool {
+    elements >= PARALLEL_ELEMENTS && rayon::current_num_threads() > 1
 }
 
 /// `(replicas, rows per replica)` of logits `[K, n, ...]`.
@@ -34,6 +23,13 @@ fn dims(logits: &FlexTensor) -> (usize, usize) {
     let shape = logits.layout().shape();
     let reps = shape[0];
     (reps, shape.num_elements() / reps.max(1))
+}
+
+/// `t` contiguous (a copy only when it is not), and the range of its `len` values.
+fn contiguous(t: FlexTensor, len: usize) -> (FlexTensor, std::ops::Range<usize>) {
+    let t = t.to_contiguous();
+    let start = t.layout().start_offset();
+    (t, start..start + len)
 }
 
 /// `log1p(exp(-|z|))` and `exp(-|z|)`.
@@ -46,28 +42,32 @@ fn softplus_of_minus_abs(z: f32) -> (f32, f32) {
 pub fn forward(logits: FlexTensor, y: FlexTensor) -> FlexTensor {
     assert_eq!(logits.layout().shape(), y.layout().shape(), "shapes differ");
     let (reps, n) = dims(&logits);
-    let mut z = owned_contiguous(logits);
-    let y = owned_contiguous(y);
-    let targets = &y.storage::<f32>()[..reps * n];
-    let losses = per_replica(&mut z.storage_mut::<f32>()[..reps * n], n, |r, z| {
-        let t = &targets[r * n..][..n];
-        let sum: f64 = (z.iter().zip(t))
+    let (z, z_range) = contiguous(logits, reps * n);
+    let (y, y_range) = contiguous(y, reps * n);
+    let (z, t) = (&z.storage::<f32>()[z_range], &y.storage::<f32>()[y_range]);
+    let loss = |r: usize| {
+        let rows = z[r * n..][..n].iter().zip(&t[r * n..][..n]);
+        let sum: f64 = rows
             .map(|(&z, &t)| f64::from(z.max(0.0) - z * t + softplus_of_minus_abs(z).0))
             .sum();
         (sum / n as f64) as f32
-    });
+    };
+    let losses: Vec<f32> = match parallel(reps * n) {
+        true => (0..reps).into_par_iter().map(loss).collect(),
+        false => (0..reps).map(loss).collect(),
+    };
     FlexTensor::from_data(TensorData::new(losses, [reps]))
 }
 
 /// The logits' gradient, `(sigmoid(z) - y) / n` times each replica's incoming gradient `[K]`.
 pub fn backward(logits: FlexTensor, y: FlexTensor, dloss: FlexTensor) -> FlexTensor {
     let (reps, n) = dims(&logits);
-    let dloss = dloss.to_contiguous();
-    let dl = &dloss.storage::<f32>()[dloss.layout().start_offset()..][..reps];
-    let y = owned_contiguous(y);
-    let targets = &y.storage::<f32>()[..reps * n];
+    let (dloss, dl_range) = contiguous(dloss, reps);
+    let dl = &dloss.storage::<f32>()[dl_range];
+    let (y, y_range) = contiguous(y, reps * n);
+    let targets = &y.storage::<f32>()[y_range];
     let mut g = owned_contiguous(logits);
-    per_replica(&mut g.storage_mut::<f32>()[..reps * n], n, |r, z| {
+    let each = |(r, z): (usize, &mut [f32])| {
         let scale = dl[r] / n as f32;
         for (z, &t) in z.iter_mut().zip(&targets[r * n..][..n]) {
             let s = softplus_of_minus_abs(*z).1;
@@ -78,6 +78,11 @@ pub fn backward(logits: FlexTensor, y: FlexTensor, dloss: FlexTensor) -> FlexTen
             };
             *z = (sigmoid - t) * scale;
         }
-    });
+    };
+    let values = &mut g.storage_mut::<f32>()[..reps * n];
+    match parallel(reps * n) {
+        true => values.par_chunks_mut(n.max(1)).enumerate().for_each(each),
+        false => values.chunks_mut(n.max(1)).enumerate().for_each(each),
+    }
     g
 }

@@ -153,6 +153,15 @@ fn column_sums_generic<const FMA: bool>(sums: &mut [f32], rows: &[f32]) {
     }
 }
 
+/// Adds `m` rows of `sums.len()` elements, `stride` elements apart from the start of `rows`,
+/// into `sums`: one replica's columns of side-by-side rows.
+pub(super) fn column_sums_strided(sums: &mut [f32], rows: &[f32], stride: usize, m: usize) {
+    for i in 0..m {
+        let row = &rows[i * stride..][..sums.len()];
+        sums.iter_mut().zip(row).for_each(|(s, v)| *s += v);
+    }
+}
+
 /// `g <- w - lr * g`: the SGD update, written over the gradient.
 #[inline(always)]
 fn sgd_generic<const FMA: bool>(g: &mut [f32], w: &[f32], lr: f32) {
@@ -249,7 +258,7 @@ const PARALLEL_WORK: usize = 192 * 192 * 192;
 /// # Safety
 /// `dst` holds `m * n` writable elements (initialised when `keep`); `lhs` and `rhs` address
 /// `m x k` and `k x n` elements through their strides.
-unsafe fn gemm_into(
+pub(super) unsafe fn gemm_into(
     dst: *mut f32,
     (m, n, k): (usize, usize, usize),
     keep: bool,
@@ -300,18 +309,18 @@ const BLOCK_COLUMNS: usize = 16;
 /// block is wider than 64 columns. The gemm crate sums a product of at most 64 rows and 64
 /// columns over `k` in other chunks than a wider one, and narrower blocks would make the
 /// result depend on the thread count.
-const MIN_BLOCK_COLUMNS: usize = 96;
+const MIN_BLOCK_COLUMNS: usize = 80;
 
 /// A destination that crosses into the pool's threads: each writes its own columns.
 #[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
+pub(super) struct SendPtr(pub(super) *mut f32);
 // SAFETY: the blocks write disjoint elements of a buffer that outlives the parallel loop.
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
 impl SendPtr {
     /// The pointer; a method, so that a closure captures the whole `SendPtr`, not its field.
-    fn get(self) -> *mut f32 {
+    pub(super) fn get(self) -> *mut f32 {
         self.0
     }
 }
@@ -321,7 +330,7 @@ impl SendPtr {
 ///
 /// # Safety
 /// As for [`gemm_into`], with `dst` rows `dst_rs` apart.
-unsafe fn gemm_block(
+pub(super) unsafe fn gemm_block(
     dst: *mut f32,
     dst_rs: usize,
     (m, n, k): (usize, usize, usize),
@@ -567,20 +576,20 @@ pub(super) fn replica_view(t: &FlexTensor, r: usize) -> (*const f32, isize, isiz
 
 /// A raw view that crosses into the pool's threads: each writes its own replica's slice.
 #[derive(Clone, Copy)]
-struct SendView((*const f32, isize, isize));
+pub(super) struct SendView(pub(super) (*const f32, isize, isize));
 // SAFETY: the views point into tensors that outlive the parallel loop and are only read.
 unsafe impl Send for SendView {}
 unsafe impl Sync for SendView {}
 
 impl SendView {
     /// The view; a method, so that a closure captures the whole `SendView`, not its field.
-    fn get(self) -> (*const f32, isize, isize) {
+    pub(super) fn get(self) -> (*const f32, isize, isize) {
         self.0
     }
 }
 
 /// A buffer of `len` floats for a kernel that writes every element before any is read.
-fn uninit(len: usize) -> Vec<MaybeUninit<f32>> {
+pub(super) fn uninit(len: usize) -> Vec<MaybeUninit<f32>> {
     let mut v = Vec::with_capacity(len);
     // SAFETY: the capacity is `len`, and `MaybeUninit` elements need no initialisation.
     unsafe { v.set_len(len) };
@@ -591,7 +600,7 @@ fn uninit(len: usize) -> Vec<MaybeUninit<f32>> {
 ///
 /// # Safety
 /// Every element has been written.
-unsafe fn assume_init(v: Vec<MaybeUninit<f32>>) -> Vec<f32> {
+pub(super) unsafe fn assume_init(v: Vec<MaybeUninit<f32>>) -> Vec<f32> {
     let mut v = std::mem::ManuallyDrop::new(v);
     let (ptr, len, cap) = (v.as_mut_ptr().cast::<f32>(), v.len(), v.capacity());
     // SAFETY: same allocation, layout and length; the caller vouches for the elements.
@@ -600,7 +609,7 @@ unsafe fn assume_init(v: Vec<MaybeUninit<f32>>) -> Vec<f32> {
 
 /// Fills `dst` with copies of `row`, doubling the copied span each time: a few copy calls,
 /// where one per row cost more than a narrow layer's product.
-fn fill_rows(dst: &mut [MaybeUninit<f32>], row: &[f32]) {
+pub(super) fn fill_rows(dst: &mut [MaybeUninit<f32>], row: &[f32]) {
     let (total, p) = (dst.len(), dst.as_mut_ptr().cast::<f32>());
     let mut filled = row.len().min(total);
     // SAFETY: every copy writes inside `dst` (at most `total` elements) and reads `row` or the
@@ -660,6 +669,9 @@ pub fn linear_replicas(
         !stacked || xs[0] == reps,
         "linear: x has the wrong replica count"
     );
+    if !stacked {
+        return super::shared_input::forward(x, w, b, act);
+    }
     let b = b.to_contiguous();
     let bias = &b.storage::<f32>()[b.layout().start_offset()..][..reps * n];
     let mut out = uninit(reps * m * n);
@@ -724,6 +736,9 @@ pub fn linear_replicas_backward(
     act: super::Activation,
     need_dx: bool,
 ) -> super::LinearGrads<burn::backend::Flex> {
+    if x.layout().shape().num_dims() == 2 {
+        return super::shared_input::backward(x, w, y, grad, act, need_dx);
+    }
     let gs = grad.layout().shape().clone();
     let (reps, m, n) = (gs[0], gs[1], gs[2]);
     let k = w.layout().shape()[1];
@@ -755,8 +770,23 @@ pub fn linear_replicas_backward(
     });
     // SAFETY: every replica's product wrote its whole slice.
     let dw = unsafe { assume_init(dw) };
-    // dx_r [m, k] = dz_r [m, n] · w_rᵀ [n, k].
-    let dx = need_dx.then(|| {
+    let dx = need_dx.then(|| match super::shared_input::is_side_by_side(&x) {
+        true => super::shared_input::input_grads(&views, (reps, m, k, n)),
+        false => input_grads(&views, (reps, m, k, n)),
+    });
+    super::LinearGrads {
+        dx,
+        dw: FlexTensor::from_data(burn::tensor::TensorData::new(dw, [reps, k, n])),
+        db: FlexTensor::from_data(burn::tensor::TensorData::new(db, [reps, n])),
+    }
+}
+
+/// Each replica's input gradient `dx_r [m, k] = dz_r [m, n] · w_rᵀ [n, k]`: `[K, m, k]`.
+fn input_grads(
+    views: &[(SendView, SendView, SendView)],
+    (reps, m, k, n): (usize, usize, usize, usize),
+) -> FlexTensor {
+    {
         let mut dx = uninit(reps * m * k);
         per_replica(&mut dx, m * k, reps * m * n * k, |r, dst, split| {
             let ((wp, w_rs, w_cs), dz) = (views[r].1.0, views[r].2.0);
@@ -775,21 +805,7 @@ pub fn linear_replicas_backward(
         });
         // SAFETY: every replica's product wrote its whole slice.
         let dx = unsafe { assume_init(dx) };
-        if x.layout().shape().num_dims() == 2 {
-            let mut sum = vec![0f32; m * k];
-            for part in dx.chunks(m * k) {
-                for (s, v) in sum.iter_mut().zip(part) {
-                    *s += v;
-                }
-            }
-            return tensor(sum, m, k);
-        }
         FlexTensor::from_data(burn::tensor::TensorData::new(dx, [reps, m, k]))
-    });
-    super::LinearGrads {
-        dx,
-        dw: FlexTensor::from_data(burn::tensor::TensorData::new(dw, [reps, k, n])),
-        db: FlexTensor::from_data(burn::tensor::TensorData::new(db, [reps, n])),
     }
 }
 
@@ -842,6 +858,9 @@ mod tests {
             ((784, 512, 64), false, true),
             ((64, 784, 512), false, false),
             ((64, 200, 700), true, false),
+            // tabular-mlp's 8 replicas side by side: forward and dW.
+            ((2048, 160, 61), true, false),
+            ((61, 160, 2048), false, true),
         ] {
             let one = gemm(1, shape, keep, lhs_t);
             for threads in 2..=16 {

@@ -17,6 +17,7 @@ mod autodiff;
 mod bce;
 pub mod kernels;
 mod scalar_mse;
+mod shared_input;
 
 use burn::backend::Flex;
 use burn::prelude::*;
@@ -190,7 +191,8 @@ pub trait EmberBackend: Backend {
     }
 
     /// [`EmberBackend::scalar_mse_replicas`], with the residuals its backward reads (in a
-    /// layout of the backend's choosing).
+    /// layout of the backend's choosing: a backend that overrides this overrides
+    /// [`EmberBackend::scalar_mse_replicas_backward`] too).
     fn scalar_mse_replicas_forward(
         x: FloatTensor<Self>,
         y: FloatTensor<Self>,
@@ -268,11 +270,12 @@ fn scalar_mse_composed<B: Backend>(
     p: FloatTensor<B>,
 ) -> (FloatTensor<B>, FloatTensor<B>) {
     let [k, c, _] = w.shape().dims();
+    let shared = x.shape().num_dims() == 2;
     let x = per_replica::<B>(x, k);
     let n = x.shape()[1];
     // `x · w + p · f` as one product with `p` appended to `w`.
     let coefs = B::float_cat(vec![w, B::float_reshape(p, Shape::new([k, 1, 1]))], 1);
-    let y = match y.shape()[0] == n {
+    let y = match shared {
         true => B::float_expand(
             B::float_reshape(y, Shape::new([1, n, 1])),
             Shape::new([k, n, 1]),
@@ -663,6 +666,59 @@ mod tests {
         }
     }
 
+    /// Two replica layers on a shared input, as tabular-mlp's hidden layers run: the first one
+    /// wide product with its output side by side, the second reading it through its strides and
+    /// writing the input gradient back side by side. Against Burn's batched matmuls, forward and
+    /// every gradient.
+    #[test]
+    fn side_by_side_replica_layers_match_burns_batched_matmul() {
+        use burn::module::Param;
+        let device = Default::default();
+        let (k, m, i, h, o) = (5, 33, 7, 20, 3);
+        let dist = Distribution::Normal(0.0, 1.0);
+        let xd = Tensor::<Flex, 2>::random([m, i], dist, &device).into_data();
+        let datas = (
+            Tensor::<Flex, 3>::random([k, i, h], dist, &device).into_data(),
+            Tensor::<Flex, 2>::random([k, h], dist, &device).into_data(),
+            Tensor::<Flex, 3>::random([k, h, o], dist, &device).into_data(),
+            Tensor::<Flex, 2>::random([k, o], dist, &device).into_data(),
+        );
+        let leaves = || {
+            let x = Tensor::<A, 2>::from_data(xd.clone(), &device).require_grad();
+            let (w1, b1, w2, b2) = datas.clone();
+            let (w1, w2) = (Param::from_data(w1, &device), Param::from_data(w2, &device));
+            let (b1, b2) = (Param::from_data(b1, &device), Param::from_data(b2, &device));
+            (x, w1, b1, w2, b2)
+        };
+        let ((x, w1, b1, w2, b2), (xb, w1b, b1b, w2b, b2b)) = (leaves(), leaves());
+        let hidden = linear_replicas(x.clone(), &w1, &b1, Activation::Tanh);
+        let ours = linear_replicas(hidden, &w2, &b2, Activation::Identity);
+        let x3 = xb.clone().reshape([1, m, i]).expand([k, m, i]);
+        let hb = (x3.matmul(w1b.val()) + b1b.val().reshape([k, 1, h])).tanh();
+        let burns = hb.matmul(w2b.val()) + b2b.val().reshape([k, 1, o]);
+        let tol = Tolerance::absolute(1e-4);
+        ours.clone()
+            .into_data()
+            .assert_approx_eq::<f32>(&burns.clone().into_data(), tol);
+        let g = Tensor::<A, 3>::random([k, m, o], Distribution::Default, &device);
+        let (ga, gb) = (
+            (ours * g.clone()).sum().backward(),
+            (burns * g).sum().backward(),
+        );
+        let flat = |t: Option<Tensor<Flex, 3>>| t.expect("a gradient").reshape([-1]).into_data();
+        let flat2 = |t: Option<Tensor<Flex, 2>>| t.expect("a gradient").reshape([-1]).into_data();
+        let pairs = [
+            (flat2(x.grad(&ga)), flat2(xb.grad(&gb))),
+            (flat(w1.grad(&ga)), flat(w1b.grad(&gb))),
+            (flat2(b1.grad(&ga)), flat2(b1b.grad(&gb))),
+            (flat(w2.grad(&ga)), flat(w2b.grad(&gb))),
+            (flat2(b2.grad(&ga)), flat2(b2b.grad(&gb))),
+        ];
+        for (a, b) in pairs {
+            a.assert_approx_eq::<f32>(&b, tol);
+        }
+    }
+
     /// linear-scalar's fused replica loss against Burn's own composition of each replica's
     /// `x · w + p · f` and mean squared error: the losses and both gradients, for inputs shared
     /// by every replica and for each replica's own.
@@ -674,8 +730,10 @@ mod tests {
         for shared in [true, false] {
             let rows = if shared { n } else { k * n };
             let dist = Distribution::Normal(0.0, 1.0);
-            let x = Tensor::<A, 2>::random([rows, c + 1], dist, &device);
-            let y = Tensor::<A, 2>::random([rows, 1], dist, &device);
+            // Views into larger tensors, with a start offset and strided rows, as batches are.
+            let x = Tensor::<A, 2>::random([rows + 3, c + 3], dist, &device);
+            let x = x.narrow(0, 2, rows).narrow(1, 1, c + 1);
+            let y = Tensor::<A, 2>::random([rows + 2, 1], dist, &device).narrow(0, 1, rows);
             let wd = Tensor::<Flex, 3>::random([k, c, 1], dist, &device).into_data();
             let pd = Tensor::<Flex, 1>::random([k], dist, &device).into_data();
             let (w, p) = (

@@ -46,8 +46,18 @@ pub fn forward(
     let shared = xs.num_dims() == 2;
     let (n, width) = (xs[xs.num_dims() - 2], xs[xs.num_dims() - 1]);
     assert_eq!(width, c + 1, "scalar_mse: x has the wrong width");
+    assert!(
+        shared || xs[0] == reps,
+        "scalar_mse: x has the wrong replica count"
+    );
+    let rows = if shared { n } else { reps * n };
+    assert_eq!(
+        y.layout().num_elements(),
+        rows,
+        "scalar_mse: y has the wrong rows"
+    );
     let coefs = coefficients(w, p, (reps, c));
-    let targets = values(y, if shared { n } else { reps * n });
+    let targets = values(y, rows);
     let mut loss = vec![0f32; reps];
     let residuals = if shared {
         // The coefficients `[K, c + 1]` read as `[c + 1, K]`.
@@ -90,13 +100,22 @@ pub fn backward(
     let xs = x.layout().shape().clone();
     let width = xs[xs.num_dims() - 1];
     let n = residuals.layout().num_elements() / reps;
+    assert_eq!(
+        xs[xs.num_dims() - 2],
+        n,
+        "scalar_mse: x and the residuals differ in rows"
+    );
+    assert!(
+        xs.num_dims() == 2 || xs[0] == reps,
+        "scalar_mse: x has the wrong replica count"
+    );
     // d(mean of e²)/de = 2e/n, times each replica's incoming gradient.
     let scale: Vec<f32> = (values(dloss, reps).iter())
         .map(|d| d * (2.0 / n as f32))
         .collect();
     let mut g = owned_contiguous(residuals);
     let g = &mut g.storage_mut::<f32>()[..reps * n];
-    // [K, c + 1]: gᵀ · x, a row per replica.
+    // [K, c + 1], a row per replica: gᵀ · x for a shared x, g_r · x_r for each replica's own.
     let grads = if xs.num_dims() == 2 {
         for row in g.chunks_mut(reps) {
             row.iter_mut().zip(&scale).for_each(|(v, s)| *v *= s);

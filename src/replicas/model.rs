@@ -318,7 +318,8 @@ impl<B: TrainBackend> TrainStep for ReplicaMlp<B> {
     type Output = StepOutput<B>;
 
     /// Backpropagates the sum of the finite losses: a replica whose loss is NaN or infinite
-    /// gets no gradient from it, and the others train on.
+    /// adds nothing to the others' gradients (its own may be NaN: it stops), and the others
+    /// train on.
     fn step(&self, batch: ReplicaBatch<B>) -> TrainOutput<StepOutput<B>> {
         let out = self.step_output(batch, false);
         let finite = out.loss.clone().is_finite();
