@@ -652,7 +652,8 @@ fn per_replica<T: Send>(
 }
 
 /// [`linear`] for K replicas: `x` `[K, m, k]` (or `[m, k]`, shared), `w` `[K, k, n]`, `b`
-/// `[K, n]`, giving `[K, m, n]`: one product per replica, each onto its bias rows.
+/// `[K, n]`, giving `[K, m, n]`: one product per replica, each onto its bias rows, or for a
+/// shared `x` one wide product (`shared_input.rs`), its output side by side.
 pub fn linear_replicas(
     x: FlexTensor,
     w: FlexTensor,

@@ -514,6 +514,8 @@ mod tests {
     use burn::tensor::ops::FloatTensorOps;
 
     type A = Autodiff<Flex>;
+    /// An activation of Burn's on replica outputs.
+    type Act3 = fn(Tensor<A, 3>) -> Tensor<A, 3>;
 
     #[test]
     fn tanh_matches_burns_on_a_dense_range() {
@@ -669,9 +671,29 @@ mod tests {
     /// Two replica layers on a shared input, as tabular-mlp's hidden layers run: the first one
     /// wide product with its output side by side, the second reading it through its strides and
     /// writing the input gradient back side by side. Against Burn's batched matmuls, forward and
-    /// every gradient.
+    /// every gradient, for each fused activation and for one of Burn's between the layers
+    /// (whose backward hands the first layer a gradient that is not side by side).
     #[test]
     fn side_by_side_replica_layers_match_burns_batched_matmul() {
+        let relu = burn::tensor::activation::relu;
+        let gelu = burn::tensor::activation::gelu;
+        let cases: [(Activation, Act3); 3] = [
+            (Activation::Tanh, |t| t.tanh()),
+            (Activation::Relu, relu),
+            (Activation::Identity, gelu),
+        ];
+        for (act, burns_act) in cases {
+            let between = match act {
+                Activation::Identity => gelu,
+                _ => |t| t,
+            };
+            side_by_side_layers_case(act, between, burns_act);
+        }
+    }
+
+    /// [`side_by_side_replica_layers_match_burns_batched_matmul`] with the first layer's fused
+    /// activation `act`, then `between` applied, against Burn's layer with `burns_act`.
+    fn side_by_side_layers_case(act: Activation, between: Act3, burns_act: Act3) {
         use burn::module::Param;
         let device = Default::default();
         let (k, m, i, h, o) = (5, 33, 7, 20, 3);
@@ -691,10 +713,12 @@ mod tests {
             (x, w1, b1, w2, b2)
         };
         let ((x, w1, b1, w2, b2), (xb, w1b, b1b, w2b, b2b)) = (leaves(), leaves());
-        let hidden = linear_replicas(x.clone(), &w1, &b1, Activation::Tanh);
-        let ours = linear_replicas(hidden, &w2, &b2, Activation::Identity);
+        let hidden = linear_replicas(x.clone(), &w1, &b1, act);
+        let layout = hidden.clone().inner().into_primitive().tensor();
+        assert!(shared_input::is_side_by_side(&layout), "not side by side");
+        let ours = linear_replicas(between(hidden), &w2, &b2, Activation::Identity);
         let x3 = xb.clone().reshape([1, m, i]).expand([k, m, i]);
-        let hb = (x3.matmul(w1b.val()) + b1b.val().reshape([k, 1, h])).tanh();
+        let hb = burns_act(x3.matmul(w1b.val()) + b1b.val().reshape([k, 1, h]));
         let burns = hb.matmul(w2b.val()) + b2b.val().reshape([k, 1, o]);
         let tol = Tolerance::absolute(1e-4);
         ours.clone()

@@ -88,8 +88,8 @@ pub fn backward(
     let (reps, m, n) = (gs[0], gs[1], gs[2]);
     let k = w.layout().shape()[1];
     let width = reps * n;
-    // The gradient and the output as `[m, K·n]` rows: no copy when they are side by side.
-    let mut dz = owned_contiguous(Flex::float_swap_dims(grad, 0, 1));
+    // The gradient and the output (always side by side) as `[m, K·n]` rows.
+    let mut dz = rows_of(grad, (reps, m, n));
     let y = Flex::float_swap_dims(y, 0, 1).to_contiguous();
     let y_rows = &y.storage::<f32>()[y.layout().start_offset()..][..m * width];
     let dz_rows = &mut dz.storage_mut::<f32>()[..m * width];
@@ -120,6 +120,24 @@ pub fn backward(
         dw: FlexTensor::from_data(TensorData::new(dw, [reps, k, n])),
         db: FlexTensor::from_data(TensorData::new(db, [reps, n])),
     }
+}
+
+/// A `[K, m, n]` gradient as `[m, K·n]` rows: itself when it is side by side (as the next
+/// layer writes it), else each replica's rows copied into place (Burn's strided copy of the
+/// swapped view walks it element by element).
+fn rows_of(grad: FlexTensor, (reps, m, n): (usize, usize, usize)) -> FlexTensor {
+    if is_side_by_side(&grad) {
+        return owned_contiguous(Flex::float_swap_dims(grad, 0, 1));
+    }
+    let grad = grad.to_contiguous();
+    let values = &grad.storage::<f32>()[grad.layout().start_offset()..][..reps * m * n];
+    let mut rows = vec![0f32; m * reps * n];
+    for (i, row) in rows.chunks_exact_mut(reps * n).enumerate() {
+        for (r, dst) in row.chunks_exact_mut(n).enumerate() {
+            dst.copy_from_slice(&values[(r * m + i) * n..][..n]);
+        }
+    }
+    FlexTensor::from_data(TensorData::new(rows, [m, reps * n]))
 }
 
 /// The gradient before the activation, in place, a block of rows per pool thread.
