@@ -4,7 +4,7 @@
 //! forward and more backward, each a serial pass with its own allocation; here each replica's
 //! rows are one pass, the replicas spread over the pool when there are enough rows.
 
-use super::kernels::owned_contiguous;
+use super::kernels::{contiguous, owned_contiguous};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
@@ -23,13 +23,6 @@ fn dims(logits: &FlexTensor) -> (usize, usize) {
     let shape = logits.layout().shape();
     let reps = shape[0];
     (reps, shape.num_elements() / reps.max(1))
-}
-
-/// `t` contiguous (a copy only when it is not), and the range of its `len` values.
-fn contiguous(t: FlexTensor, len: usize) -> (FlexTensor, std::ops::Range<usize>) {
-    let t = t.to_contiguous();
-    let start = t.layout().start_offset();
-    (t, start..start + len)
 }
 
 /// `log1p(exp(-|z|))` and `exp(-|z|)`.

@@ -376,6 +376,27 @@ pub(super) unsafe fn gemm_block(
     }
 }
 
+/// A pass over a gradient, in place, given the output it belongs to.
+pub(super) type GradPass = fn(&mut [f32], &[f32]);
+
+/// The pass that turns an output's gradient into the gradient before `act`, given the output;
+/// `None` for the identity.
+pub(super) fn derivative(act: super::Activation) -> Option<GradPass> {
+    match act {
+        super::Activation::Identity => None,
+        super::Activation::Relu => Some(relu_grad_slice),
+        super::Activation::Tanh => Some(tanh_grad_slice),
+    }
+}
+
+/// `t` contiguous (a copy only when it is not), and the range of its first `len` values in its
+/// storage.
+pub(super) fn contiguous(t: FlexTensor, len: usize) -> (FlexTensor, std::ops::Range<usize>) {
+    let t = t.to_contiguous();
+    let start = t.layout().start_offset();
+    (t, start..start + len)
+}
+
 /// Applies `act` in place.
 fn activate(act: super::Activation, values: &mut [f32]) {
     match act {
@@ -410,15 +431,6 @@ pub(super) fn product(
     out
 }
 
-/// Appends `m` copies of `row` to `out`: a one-element row (a regression's output layer) as a
-/// fill, since a copy call per element cost more than the product.
-fn push_rows(out: &mut Vec<f32>, row: &[f32], m: usize) {
-    match row {
-        [one] => out.resize(out.len() + m, *one),
-        _ => (0..m).for_each(|_| out.extend_from_slice(row)),
-    }
-}
-
 fn tensor(values: Vec<f32>, rows: usize, cols: usize) -> FlexTensor {
     FlexTensor::from_data(burn::tensor::TensorData::new(values, [rows, cols]))
 }
@@ -436,18 +448,25 @@ pub fn linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: super::Activatio
     let (m, k) = dims(&x);
     let (k2, n) = dims(&w);
     assert_eq!(k, k2, "linear: x has {k} columns but w has {k2} rows");
-    let b = if b.layout().is_contiguous() {
-        b
-    } else {
-        b.to_contiguous()
-    };
-    let bias = &b.storage::<f32>()[b.layout().start_offset()..][..n];
-    let mut out: Vec<f32> = Vec::with_capacity(m * n);
-    push_rows(&mut out, bias, m);
+    let (b, b_range) = contiguous(b, n);
+    let bias = &b.storage::<f32>()[b_range];
+    let mut out = uninit(m * n);
+    fill_rows(&mut out, bias);
     let operands = (view(&x), view(&w));
-    // SAFETY: `out` holds m * n initialised elements; x and w are viewed through their layouts.
-    unsafe { gemm_into(out.as_mut_ptr(), (m, n, k), true, operands, act, true) };
-    tensor(out, m, n)
+    // SAFETY: `out` holds m * n elements, initialised just above; x and w are viewed through
+    // their layouts.
+    unsafe {
+        gemm_into(
+            out.as_mut_ptr().cast(),
+            (m, n, k),
+            true,
+            operands,
+            act,
+            true,
+        )
+    };
+    // SAFETY: filled with the biases, then accumulated onto by the product.
+    tensor(unsafe { assume_init(out) }, m, n)
 }
 
 /// The gradients of [`linear`] from its inputs, its output `y` and the output's gradient.
@@ -462,10 +481,9 @@ pub fn linear_backward(
     let (m, n) = dims(&grad);
     let (_, k) = dims(&x);
     // The gradient before the activation, in the incoming gradient's buffer when possible.
-    let dz = match act {
-        super::Activation::Identity => owned_contiguous(grad),
-        super::Activation::Relu => zip_f32(grad, y, relu_grad_slice),
-        super::Activation::Tanh => zip_f32(grad, y, tanh_grad_slice),
+    let dz = match derivative(act) {
+        None => owned_contiguous(grad),
+        Some(pass) => zip_f32(grad, y, pass),
     };
     let dz_values = &dz.storage::<f32>()[..m * n];
     let mut db = vec![0f32; n];
@@ -608,7 +626,8 @@ pub(super) unsafe fn assume_init(v: Vec<MaybeUninit<f32>>) -> Vec<f32> {
 }
 
 /// Fills `dst` with copies of `row`, doubling the copied span each time: a few copy calls,
-/// where one per row cost more than a narrow layer's product.
+/// where one per row cost more than a narrow layer's product (a regression's one-column output
+/// layer made one per element).
 pub(super) fn fill_rows(dst: &mut [MaybeUninit<f32>], row: &[f32]) {
     let (total, p) = (dst.len(), dst.as_mut_ptr().cast::<f32>());
     let mut filled = row.len().min(total);
@@ -673,8 +692,8 @@ pub fn linear_replicas(
     if !stacked {
         return super::shared_input::forward(x, w, b, act);
     }
-    let b = b.to_contiguous();
-    let bias = &b.storage::<f32>()[b.layout().start_offset()..][..reps * n];
+    let (b, b_range) = contiguous(b, reps * n);
+    let bias = &b.storage::<f32>()[b_range];
     let mut out = uninit(reps * m * n);
     let views: Vec<(SendView, SendView)> = (0..reps)
         .map(|r| (SendView(replica_view(&x, r)), SendView(replica_view(&w, r))))
@@ -703,15 +722,14 @@ fn replica_dz(
     (reps, m, n): (usize, usize, usize),
 ) -> (FlexTensor, Vec<f32>) {
     let mut dz = owned_contiguous(grad);
-    let y = y.to_contiguous();
-    let y_values = &y.storage::<f32>()[y.layout().start_offset()..][..reps * m * n];
+    let (y, y_range) = contiguous(y, reps * m * n);
+    let y_values = &y.storage::<f32>()[y_range];
     let mut db = vec![0f32; reps * n];
     let dz_all = &mut dz.storage_mut::<f32>()[..reps * m * n];
+    let pass = derivative(act);
     let each = |(dz, (y, sums)): (&mut [f32], (&[f32], &mut [f32]))| {
-        match act {
-            super::Activation::Identity => {}
-            super::Activation::Relu => relu_grad_slice(dz, y),
-            super::Activation::Tanh => tanh_grad_slice(dz, y),
+        if let Some(pass) = pass {
+            pass(dz, y);
         }
         column_sums(sums, dz);
     };
@@ -787,27 +805,25 @@ fn input_grads(
     views: &[(SendView, SendView, SendView)],
     (reps, m, k, n): (usize, usize, usize, usize),
 ) -> FlexTensor {
-    {
-        let mut dx = uninit(reps * m * k);
-        per_replica(&mut dx, m * k, reps * m * n * k, |r, dst, split| {
-            let ((wp, w_rs, w_cs), dz) = (views[r].1.0, views[r].2.0);
-            // SAFETY: `dst` holds m * k elements, which the product overwrites whole; the views
-            // address dz_r and w_r.
-            unsafe {
-                gemm_into(
-                    dst.as_mut_ptr().cast(),
-                    (m, k, n),
-                    false,
-                    (dz, (wp, w_cs, w_rs)),
-                    super::Activation::Identity,
-                    split,
-                )
-            };
-        });
-        // SAFETY: every replica's product wrote its whole slice.
-        let dx = unsafe { assume_init(dx) };
-        FlexTensor::from_data(burn::tensor::TensorData::new(dx, [reps, m, k]))
-    }
+    let mut dx = uninit(reps * m * k);
+    per_replica(&mut dx, m * k, reps * m * n * k, |r, dst, split| {
+        let ((wp, w_rs, w_cs), dz) = (views[r].1.0, views[r].2.0);
+        // SAFETY: `dst` holds m * k elements, which the product overwrites whole; the views
+        // address dz_r and w_r.
+        unsafe {
+            gemm_into(
+                dst.as_mut_ptr().cast(),
+                (m, k, n),
+                false,
+                (dz, (wp, w_cs, w_rs)),
+                super::Activation::Identity,
+                split,
+            )
+        };
+    });
+    // SAFETY: every replica's product wrote its whole slice.
+    let dx = unsafe { assume_init(dx) };
+    FlexTensor::from_data(burn::tensor::TensorData::new(dx, [reps, m, k]))
 }
 
 #[cfg(test)]

@@ -7,14 +7,14 @@
 //! the inputs' last column a replica's prediction is one dot product, and K replicas that share
 //! their inputs are one product `[n, c + 1] · [c + 1, K]`.
 
-use super::kernels::{owned_contiguous, product, replica_view, view};
+use super::kernels::{contiguous, owned_contiguous, product, replica_view, view};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 
-/// The first `len` values of a contiguous copy of `t` (or of `t` itself).
+/// A copy of the first `len` values of `t`.
 fn values(t: FlexTensor, len: usize) -> Vec<f32> {
-    let t = t.to_contiguous();
-    t.storage::<f32>()[t.layout().start_offset()..][..len].to_vec()
+    let (t, range) = contiguous(t, len);
+    t.storage::<f32>()[range].to_vec()
 }
 
 fn tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FlexTensor {

@@ -10,8 +10,8 @@
 //! gradient is one wide product as well: `xᵀ [k, m] · dz [m, K·n]`.
 
 use super::kernels::{
-    SendPtr, SendView, assume_init, column_sums_strided, fill_rows, gemm_block, gemm_into,
-    owned_contiguous, product, relu_grad_slice, tanh_grad_slice, uninit, view,
+    SendPtr, SendView, assume_init, column_sums_strided, contiguous, derivative, fill_rows,
+    gemm_block, gemm_into, owned_contiguous, product, uninit, view,
 };
 use super::{Activation, LinearGrads};
 use burn::backend::Flex;
@@ -38,8 +38,8 @@ fn side_by_side(values: Vec<f32>, (reps, m, n): (usize, usize, usize)) -> FlexTe
 
 /// The replicas' weights `[K, k, n]` side by side: `[k, K·n]`.
 fn wide_weights(w: FlexTensor, (reps, k, n): (usize, usize, usize)) -> Vec<f32> {
-    let w = w.to_contiguous();
-    let values = &w.storage::<f32>()[w.layout().start_offset()..][..reps * k * n];
+    let (w, range) = contiguous(w, reps * k * n);
+    let values = &w.storage::<f32>()[range];
     let mut out = Vec::with_capacity(k * reps * n);
     for j in 0..k {
         for r in 0..reps {
@@ -57,8 +57,8 @@ pub fn forward(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: Activation) -> 
     let m = x.layout().shape()[0];
     let width = reps * n;
     let wide = wide_weights(w, (reps, k, n));
-    let b = b.to_contiguous();
-    let bias = &b.storage::<f32>()[b.layout().start_offset()..][..width];
+    let (b, b_range) = contiguous(b, width);
+    let bias = &b.storage::<f32>()[b_range];
     let mut out = uninit(m * width);
     // Every row starts as the biases, a block of rows per pool thread.
     let rows_per_block = m.div_ceil(rayon::current_num_threads()).max(1);
@@ -90,8 +90,8 @@ pub fn backward(
     let width = reps * n;
     // The gradient and the output (always side by side) as `[m, K·n]` rows.
     let mut dz = rows_of(grad, (reps, m, n));
-    let y = Flex::float_swap_dims(y, 0, 1).to_contiguous();
-    let y_rows = &y.storage::<f32>()[y.layout().start_offset()..][..m * width];
+    let (y, y_range) = contiguous(Flex::float_swap_dims(y, 0, 1), m * width);
+    let y_rows = &y.storage::<f32>()[y_range];
     let dz_rows = &mut dz.storage_mut::<f32>()[..m * width];
     activation_grad(dz_rows, y_rows, act, width);
     let mut db = vec![0f32; width];
@@ -129,8 +129,8 @@ fn rows_of(grad: FlexTensor, (reps, m, n): (usize, usize, usize)) -> FlexTensor 
     if is_side_by_side(&grad) {
         return owned_contiguous(Flex::float_swap_dims(grad, 0, 1));
     }
-    let grad = grad.to_contiguous();
-    let values = &grad.storage::<f32>()[grad.layout().start_offset()..][..reps * m * n];
+    let (grad, range) = contiguous(grad, reps * m * n);
+    let values = &grad.storage::<f32>()[range];
     let mut rows = vec![0f32; m * reps * n];
     for (i, row) in rows.chunks_exact_mut(reps * n).enumerate() {
         for (r, dst) in row.chunks_exact_mut(n).enumerate() {
@@ -142,10 +142,8 @@ fn rows_of(grad: FlexTensor, (reps, m, n): (usize, usize, usize)) -> FlexTensor 
 
 /// The gradient before the activation, in place, a block of rows per pool thread.
 fn activation_grad(dz: &mut [f32], y: &[f32], act: Activation, width: usize) {
-    let grad = match act {
-        Activation::Identity => return,
-        Activation::Relu => relu_grad_slice,
-        Activation::Tanh => tanh_grad_slice,
+    let Some(grad) = derivative(act) else {
+        return;
     };
     let rows = dz.len() / width.max(1);
     let block = rows.div_ceil(rayon::current_num_threads()).max(1) * width;
