@@ -63,6 +63,9 @@ records=$OUT/records.jsonl
 cargo bench -q --bench peak --no-run 2>/dev/null
 taskset -c $((ncpu - 1)) cargo bench -q --bench peak | tee "$OUT/peak.txt"
 peak=$(awk '/^peak_gflops_per_core/ {print $2}' "$OUT/peak.txt")
+peak_width=$(awk '/^peak_width/ {print $2}' "$OUT/peak.txt")
+# The SIMD level of the CPU, of ember's kernels and of the gemm crate's, for the header.
+"$EMBER" info | sed -n 's/^cpu simd: //p' > "$OUT/simd.txt"
 git rev-parse --short HEAD > "$OUT/commit" 2>/dev/null || echo unknown > "$OUT/commit"
 
 wait_quiet() {
@@ -107,6 +110,7 @@ done
 
 python3 scripts/bench_report.py table --records "$records" --commit "$(cat "$OUT/commit")" \
   --command "$0 (ROUNDS=$ROUNDS THREADS_LIST='$THREADS_LIST' PEERS_MAX_S=$PEERS_MAX_S)" \
-  --peers-python "$PY" ${peak:+--peak-gflops "$peak"} > "$REPORT.tmp"
+  --peers-python "$PY" ${peak:+--peak-gflops "$peak"} ${peak_width:+--peak-width "$peak_width"} \
+  --simd "$(cat "$OUT/simd.txt")" > "$REPORT.tmp"
 mv "$REPORT.tmp" "$REPORT"
 echo "wrote $REPORT (records: $records)"

@@ -184,8 +184,11 @@ def table(a):
     w(f"- Machine: {machine()}")
     w(f"- Versions: {versions(records, a.peers_python)}")
     w(f"- ember commit: {a.commit}; command: `{a.command}`")
+    if a.simd:
+        w(f"- SIMD (`ember info`): {a.simd}")
     if a.peak_gflops:
-        w(f"- Peak: {a.peak_gflops:.1f} GFLOP/s per core, fp32 FMA (`cargo bench --bench peak`, "
+        width = f" at {a.peak_width} width" if a.peak_width else ""
+        w(f"- Peak: {a.peak_gflops:.1f} GFLOP/s per core, fp32 FMA{width} (`cargo bench --bench peak`, "
           "pinned to the last core, just before the runs). *of peak* is a job's GFLOP/s (steps/s "
           "times its products' operations per step) over that peak times the threads.")
     w(f"- Date: {time.strftime('%Y-%m-%d')}")
@@ -410,6 +413,8 @@ def main():
     t.add_argument("--commit", default="unknown")
     t.add_argument("--command", default="make bench-peers")
     t.add_argument("--peers-python", default=None)
+    t.add_argument("--simd", default=None, help="ember info's `cpu simd` line, less its label")
+    t.add_argument("--peak-width", default=None, help="the peak benchmark's width: avx512 or avx2")
     t.add_argument("--peak-gflops", type=float, default=None,
                    help="the fp32 peak of one core, from `cargo bench --bench peak`")
     g = sub.add_parser("gpu")

@@ -7,6 +7,7 @@ pub mod adapters;
 mod backend;
 mod cubecl_config;
 pub mod host_read;
+pub mod simd;
 
 pub use backend::{Backends, CpuBackend, CpuOnly, OnBackend, TrainBackend};
 
@@ -203,6 +204,7 @@ pub fn info_lines() -> Vec<String> {
             built(cfg!(feature = "wgpu"), "wgpu")
         ),
         format!("cpu: {} threads", rayon::current_num_threads()),
+        simd::info_line(),
     ];
     match cuda_devices() {
         Ok(devices) if !devices.is_empty() => lines.extend(

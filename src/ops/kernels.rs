@@ -1,6 +1,6 @@
 //! CPU kernels for ember's operations on Burn's flex backend: plain loops over `f32` slices that
-//! the compiler vectorises, compiled a second time for AVX2+FMA and picked at run time, so the
-//! binary still runs on any x86-64; and the linear layer, on the `gemm` crate Burn's CPU backend
+//! the compiler vectorises, compiled again for AVX2+FMA and for AVX-512 and picked at run time
+//! (`device::simd`), so the binary still runs on any x86-64; and the linear layer, on the `gemm` crate Burn's CPU backend
 //! multiplies with.
 
 use burn::backend::flex::FlexTensor;
@@ -53,23 +53,40 @@ pub fn zip_f32(a: FlexTensor, b: FlexTensor, f: impl Fn(&mut [f32], &[f32])) -> 
     a
 }
 
-/// Runs `body` compiled for AVX2+FMA when the processor has them, else for the baseline.
+/// Defines `$name(args)`, which runs `$generic` at the widest level this CPU has, and
+/// `$at(level, args)`, which runs it at `level` (the kernels' tests compare the levels). Each
+/// level is the same loop compiled for its instruction set; the vector width changes, not the
+/// operations on an element, so every level with FMA gives the same bits.
 macro_rules! dispatch {
-    ($name:ident, $generic:ident, ($($arg:ident: $ty:ty),*)) => {
+    ($name:ident, $at:ident, $generic:ident, ($($arg:ident: $ty:ty),*)) => {
         #[allow(clippy::too_many_arguments)]
         pub fn $name($($arg: $ty),*) {
+            $at(crate::device::simd::detected(), $($arg),*)
+        }
+
+        /// Runs at `level`, which must not be wider than the CPU's (it panics if it is).
+        #[allow(clippy::too_many_arguments)]
+        pub fn $at(level: crate::device::simd::Simd, $($arg: $ty),*) {
+            use crate::device::simd::{detected, Simd};
+            assert!(level <= detected(), "{level} kernels on a CPU with {}", detected());
             #[cfg(target_arch = "x86_64")]
             {
-                #[target_feature(enable = "avx2,fma")]
+                #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")]
                 #[allow(clippy::too_many_arguments)]
-                fn fast($($arg: $ty),*) {
+                fn avx512($($arg: $ty),*) {
                     $generic::<true>($($arg),*)
                 }
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-                {
-                    // SAFETY: the processor supports the features `fast` is compiled for.
-                    return unsafe { fast($($arg),*) };
+                #[target_feature(enable = "avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                fn avx2($($arg: $ty),*) {
+                    $generic::<true>($($arg),*)
+                }
+                match level {
+                    // SAFETY: the processor has the features of `level` (asserted above).
+                    Simd::Avx512 => return unsafe { avx512($($arg),*) },
+                    // SAFETY: as above.
+                    Simd::Avx2 => return unsafe { avx2($($arg),*) },
+                    Simd::Portable => {}
                 }
             }
             $generic::<false>($($arg),*)
@@ -122,8 +139,8 @@ fn tanh_grad_generic<const FMA: bool>(grad: &mut [f32], y: &[f32]) {
     }
 }
 
-dispatch!(tanh_slice, tanh_generic, (values: &mut [f32]));
-dispatch!(tanh_grad_slice, tanh_grad_generic, (grad: &mut [f32], y: &[f32]));
+dispatch!(tanh_slice, tanh_slice_at, tanh_generic, (values: &mut [f32]));
+dispatch!(tanh_grad_slice, tanh_grad_slice_at, tanh_grad_generic, (grad: &mut [f32], y: &[f32]));
 
 #[inline(always)]
 fn relu_generic<const FMA: bool>(values: &mut [f32]) {
@@ -196,12 +213,12 @@ fn adam_generic<const FMA: bool>(
     }
 }
 
-dispatch!(sgd_slice, sgd_generic, (g: &mut [f32], w: &[f32], lr: f32));
+dispatch!(sgd_slice, sgd_slice_at, sgd_generic, (g: &mut [f32], w: &[f32], lr: f32));
 #[rustfmt::skip]
-dispatch!(adam_slice, adam_generic, (g: &mut [f32], w: &[f32], m: &mut [f32], v: &mut [f32], beta1: f32, beta2: f32, factor: f32, eps: f32, lr: f32));
-dispatch!(relu_slice, relu_generic, (values: &mut [f32]));
-dispatch!(relu_grad_slice, relu_grad_generic, (grad: &mut [f32], y: &[f32]));
-dispatch!(column_sums, column_sums_generic, (sums: &mut [f32], rows: &[f32]));
+dispatch!(adam_slice, adam_slice_at, adam_generic, (g: &mut [f32], w: &[f32], m: &mut [f32], v: &mut [f32], beta1: f32, beta2: f32, factor: f32, eps: f32, lr: f32));
+dispatch!(relu_slice, relu_slice_at, relu_generic, (values: &mut [f32]));
+dispatch!(relu_grad_slice, relu_grad_slice_at, relu_grad_generic, (grad: &mut [f32], y: &[f32]));
+dispatch!(column_sums, column_sums_at, column_sums_generic, (sums: &mut [f32], rows: &[f32]));
 
 /// Elements above which an optimizer pass is split across the pool: each thread then gets
 /// tens of thousands of elements, which outweighs the hand-off. (fashion-mlp's two big weight
@@ -829,6 +846,7 @@ fn input_grads(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::simd::{Simd, detected};
 
     /// Values in [-1, 1) from a fixed linear congruential sequence.
     fn values(len: usize, seed: u64) -> Vec<f32> {
@@ -865,6 +883,81 @@ mod tests {
             gemm_into(dst_ptr.get(), (m, n, k), keep, operands, identity, true)
         });
         dst
+    }
+
+    /// Bit patterns, for comparisons that tell -0.0 from 0.0 and compare NaNs.
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Inputs that reach every branch of the kernels: tiny, large, signed zeros, NaN, and a
+    /// length that leaves a remainder after any vector width.
+    fn kernel_inputs() -> Vec<f32> {
+        let mut v: Vec<f32> = values(1003, 7).iter().map(|x| x * 12.0).collect();
+        v.extend([0.0, -0.0, 1e-5, -3e-4, 9.5, -40.0, f32::NAN, 1e-40]);
+        v
+    }
+
+    /// `kernel`'s output at every level this CPU has.
+    fn at_each_level(kernel: impl Fn(Simd) -> Vec<f32>) -> Vec<(Simd, Vec<u32>)> {
+        detected().up_to().map(|l| (l, bits(&kernel(l)))).collect()
+    }
+
+    /// Every level with FMA gives the same bits as the first one; the portable level gives the
+    /// same bits too, except where the kernel itself fuses multiply-adds (`tanh`'s polynomial),
+    /// where it is within `ulps` units in the last place of it.
+    fn check_levels(name: &str, results: &[(Simd, Vec<u32>)], ulps: i64) {
+        let portable = &results[0].1;
+        let fma = results.iter().find(|(l, _)| *l >= Simd::Avx2);
+        for (level, got) in results.iter().skip(1) {
+            let want = &fma.expect("a level with FMA").1;
+            assert_eq!(
+                got, want,
+                "{name} at {level} differs from the first level with FMA"
+            );
+        }
+        let Some((_, fma)) = fma else { return };
+        let worst = portable
+            .iter()
+            .zip(fma)
+            .map(|(p, f)| (*p as i64 - *f as i64).abs())
+            .max();
+        assert!(
+            worst <= Some(ulps),
+            "{name}: portable and fma {worst:?} ulp apart"
+        );
+    }
+
+    #[test]
+    fn every_kernel_level_gives_the_portable_result() {
+        let (x, y) = (kernel_inputs(), values(1011, 9));
+        let y = &y[..x.len()];
+        // `a` written in place, `b` read.
+        let run = |a: &[f32], f: &dyn Fn(&mut [f32])| {
+            let mut a = a.to_vec();
+            f(&mut a);
+            a
+        };
+        let tanh = at_each_level(|l| run(&x, &|a| tanh_slice_at(l, a)));
+        // The polynomial rounds differently without FMA: 5 ulp apart at most on these inputs.
+        check_levels("tanh", &tanh, 8);
+        let relu = at_each_level(|l| run(&x, &|a| relu_slice_at(l, a)));
+        check_levels("relu", &relu, 0);
+        let tg = at_each_level(|l| run(y, &|a| tanh_grad_slice_at(l, a, &x)));
+        check_levels("tanh_grad", &tg, 0);
+        let rg = at_each_level(|l| run(y, &|a| relu_grad_slice_at(l, a, &x)));
+        check_levels("relu_grad", &rg, 0);
+        let sgd = at_each_level(|l| run(y, &|a| sgd_slice_at(l, a, &x, 0.01)));
+        check_levels("sgd", &sgd, 0);
+        let sums = at_each_level(|l| run(&y[..7], &|a| column_sums_at(l, a, &x[..1001])));
+        check_levels("column_sums", &sums, 0);
+        let adam = at_each_level(|l| {
+            let (mut g, mut m) = (y.to_vec(), values(y.len(), 11));
+            let mut v: Vec<f32> = values(y.len(), 12).iter().map(|v| v.abs()).collect();
+            adam_slice_at(l, &mut g, &x, &mut m, &mut v, 0.9, 0.999, 0.3, 1e-8, 1e-3);
+            [g, m, v].concat()
+        });
+        check_levels("adam", &adam, 0);
     }
 
     #[test]

@@ -55,6 +55,10 @@ pub struct Summary {
     /// Tensors this process read back from the device (ember's own reads; see
     /// `device::host_read`).
     pub host_reads: usize,
+    /// What decides how a CPU run rounds: the CPU's SIMD level, ember's kernels' and the gemm
+    /// crate's (`device::simd::numerics_key`). Absent from summaries written before it.
+    #[serde(default)]
+    pub cpu_numerics: Option<String>,
     pub ember_version: String,
     pub burn_version: String,
     pub git_commit: Option<String>,
@@ -108,6 +112,7 @@ impl Summary {
                 0.0
             },
             host_reads: r.host_reads,
+            cpu_numerics: Some(crate::device::simd::numerics_key()),
             ember_version: env!("CARGO_PKG_VERSION").to_string(),
             burn_version: crate::BURN_VERSION.to_string(),
             git_commit: option_env!("EMBER_GIT_COMMIT").map(str::to_string),
@@ -173,4 +178,29 @@ fn best(h: &[EpochRecord]) -> Option<Best> {
         valid_accuracy: by_acc.map(|(_, a)| a),
         valid_accuracy_epoch: by_acc.map(|(e, _)| e),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Metrics;
+
+    /// summary.json's numbers read back to the f64 that was written, bit for bit, as
+    /// metrics.csv's do (serde_json without `float_roundtrip` read this loss one unit in the
+    /// last place off).
+    #[test]
+    fn metrics_read_back_bit_for_bit() {
+        let m = Metrics {
+            train_loss: f64::from_bits(0x400268d2740da741),
+            valid_loss: 2.3011826578776042,
+            valid_accuracy: Some(0.1 + 0.2),
+        };
+        let text = serde_json::to_string(&m).unwrap();
+        let back: Metrics = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.train_loss.to_bits(), 0x400268d2740da741, "{text}");
+        assert_eq!(back.valid_loss.to_bits(), m.valid_loss.to_bits(), "{text}");
+        assert_eq!(
+            back.valid_accuracy.map(f64::to_bits),
+            m.valid_accuracy.map(f64::to_bits)
+        );
+    }
 }
