@@ -184,4 +184,35 @@ impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
             OpsKind::UnTracked(prep) => prep.finish(B::tanh(x.primitive)),
         }
     }
+
+    fn dropout(x: FloatTensor<Self>, p: f64, seed: u64) -> FloatTensor<Self> {
+        /// Keeps only the rate and the seed: the backward draws the same mask again.
+        #[derive(Debug)]
+        struct DropoutBackward;
+
+        impl<B: EmberBackend> Backward<B, 1> for DropoutBackward {
+            type State = (f64, u64);
+
+            fn backward(
+                self,
+                ops: Ops<Self::State, 1>,
+                grads: &mut Gradients,
+                _: &mut Checkpointer,
+            ) {
+                let (p, seed) = ops.state;
+                unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+                    B::dropout_backward(grad, p, seed)
+                });
+            }
+        }
+
+        match DropoutBackward
+            .prepare::<C>([x.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((p, seed), B::dropout(x.primitive, p, seed)),
+            OpsKind::UnTracked(prep) => prep.finish(B::dropout(x.primitive, p, seed)),
+        }
+    }
 }

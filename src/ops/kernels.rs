@@ -219,6 +219,37 @@ dispatch!(adam_slice, adam_slice_at, adam_generic, (g: &mut [f32], w: &[f32], m:
 dispatch!(relu_slice, relu_slice_at, relu_generic, (values: &mut [f32]));
 dispatch!(relu_grad_slice, relu_grad_slice_at, relu_grad_generic, (grad: &mut [f32], y: &[f32]));
 dispatch!(column_sums, column_sums_at, column_sums_generic, (sums: &mut [f32], rows: &[f32]));
+#[rustfmt::skip]
+dispatch!(dropout_slice, dropout_slice_at, dropout_generic, (values: &mut [f32], first: u32, seed: u64, threshold: u32, scale: f32));
+
+/// Dropout in place on the elements of a tensor from index `first` on: each element times
+/// `scale` where its index's hash under `seed` is kept, else times zero (as Burn's `x * mask`
+/// does, so a NaN stays NaN for the NaN guard).
+#[inline(always)]
+fn dropout_generic<const FMA: bool>(
+    values: &mut [f32],
+    first: u32,
+    seed: u64,
+    threshold: u32,
+    scale: f32,
+) {
+    for (i, v) in values.iter_mut().enumerate() {
+        let keep = super::dropout::keep(first.wrapping_add(i as u32), seed, threshold);
+        *v *= if keep { scale } else { 0.0 };
+    }
+}
+
+/// [`dropout_slice`], split across the pool for large tensors. The mask depends on the
+/// element's index alone, so the result is the same bits however it is split.
+pub fn dropout(values: &mut [f32], seed: u64, threshold: u32, scale: f32) {
+    match chunk_len(values.len()) {
+        Some(c) => values
+            .par_chunks_mut(c)
+            .enumerate()
+            .for_each(|(k, v)| dropout_slice(v, (k * c) as u32, seed, threshold, scale)),
+        None => dropout_slice(values, 0, seed, threshold, scale),
+    }
+}
 
 /// Elements above which an optimizer pass is split across the pool: each thread then gets
 /// tens of thousands of elements, which outweighs the hand-off. (fashion-mlp's two big weight
@@ -958,6 +989,9 @@ mod tests {
             [g, m, v].concat()
         });
         check_levels("adam", &adam, 0);
+        let (threshold, scale) = super::super::dropout::threshold_and_scale(0.3);
+        let drop = at_each_level(|l| run(&x, &|a| dropout_slice_at(l, a, 5, 77, threshold, scale)));
+        check_levels("dropout", &drop, 0);
     }
 
     #[test]

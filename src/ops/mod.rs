@@ -15,6 +15,7 @@
 
 mod autodiff;
 mod bce;
+pub mod dropout;
 pub mod kernels;
 mod scalar_mse;
 mod shared_input;
@@ -22,7 +23,7 @@ mod shared_input;
 use burn::backend::Flex;
 use burn::prelude::*;
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::{Shape, Tensor, TensorMetadata, TensorPrimitive};
+use burn::tensor::{Distribution, Shape, Tensor, TensorMetadata, TensorPrimitive};
 
 /// The activation fused into [`EmberBackend::fused_linear`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,6 +240,28 @@ pub trait EmberBackend: Backend {
         let y2 = Self::float_mul(y.clone(), y);
         let one_minus = Self::float_add_scalar(Self::float_neg(y2), 1f32.into());
         Self::float_mul(grad, one_minus)
+    }
+
+    /// Inverted dropout at rate `p`: each element kept and scaled by 1/(1-p), or zeroed, by the
+    /// mask that `seed` decides (see [`dropout`](self::dropout)).
+    fn dropout(x: FloatTensor<Self>, p: f64, seed: u64) -> FloatTensor<Self> {
+        Self::dropout_by_composition(x, p, seed)
+    }
+
+    /// The gradient through `dropout(·, p, seed)`: the same mask and scale, on `grad`.
+    fn dropout_backward(grad: FloatTensor<Self>, p: f64, seed: u64) -> FloatTensor<Self> {
+        Self::dropout(grad, p, seed)
+    }
+
+    /// Burn's composition, as its `Dropout` computes it: a Bernoulli mask drawn from the
+    /// backend's generator, seeded with `seed` first so that the backward draws it again.
+    fn dropout_by_composition(x: FloatTensor<Self>, p: f64, seed: u64) -> FloatTensor<Self> {
+        let device = Self::float_device(&x);
+        Self::seed(&device, seed);
+        let dtype = x.dtype().into();
+        let mask = Self::float_random(x.shape(), Distribution::Bernoulli(1.0 - p), &device, dtype);
+        let x = Self::float_mul(x, mask);
+        Self::float_mul_scalar(x, (1.0 / (1.0 - p)).into())
     }
 }
 
@@ -496,6 +519,11 @@ impl EmberBackend for Flex {
 
     fn tanh_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         kernels::zip_f32(grad, y, kernels::tanh_grad_slice)
+    }
+
+    fn dropout(x: FloatTensor<Self>, p: f64, seed: u64) -> FloatTensor<Self> {
+        let (threshold, scale) = dropout::threshold_and_scale(p);
+        kernels::map_f32(x, |v| kernels::dropout(v, seed, threshold, scale))
     }
 }
 

@@ -176,7 +176,10 @@ impl ReplicaStrategy {
             step += 1;
             learner.lr_step();
             if let Some(seed) = self.dropout_seed {
-                <LC::Backend as Backend>::seed(&parts.device, step_seed(seed, epoch, step));
+                crate::ops::dropout::seed_step::<LC::Backend>(
+                    &parts.device,
+                    step_seed(seed, epoch, step),
+                );
             }
             let out = learner.train_step(batch);
             let grads = match self.clip_grad_norm {

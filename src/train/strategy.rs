@@ -61,8 +61,8 @@ pub struct EmberStrategy<LC: LearningComponentsTypes> {
     /// such race, and there the write overlaps the next epoch.
     pub wait_for_checkpoints: bool,
     /// With dropout, the run's seed: each step's masks are drawn from (seed, epoch, step), so
-    /// a resumed run draws the same ones. Burn's `Dropout` draws from the backend's global
-    /// generator, which no record saves.
+    /// a resumed run draws the same ones (`ops::dropout::seed_step`); no record saves a
+    /// generator's state.
     pub dropout_seed: Option<u64>,
     /// Scale the gradients to this global norm at most, between backward and the update.
     pub clip_grad_norm: Option<f64>,
@@ -162,7 +162,10 @@ where
             step += 1;
             learner.lr_step();
             if let Some(seed) = self.dropout_seed {
-                <LC::Backend as Backend>::seed(&self.device, step_seed(seed, epoch, step));
+                crate::ops::dropout::seed_step::<LC::Backend>(
+                    &self.device,
+                    step_seed(seed, epoch, step),
+                );
             }
             let out = learner.train_step(batch);
             let grads = match self.clip_grad_norm {
