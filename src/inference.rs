@@ -3,6 +3,7 @@
 //! folder (its resolved config says how to rebuild the model and preprocess inputs) or a model
 //! file next to one, loads the weights into the model, and runs on the chosen device.
 
+use crate::class_report::ClassReport;
 use crate::config::{DataSpec, JobConfig};
 use crate::data::fashion::pixels_to_matrix;
 use crate::data::loader::LoaderBuilder;
@@ -332,16 +333,21 @@ fn pixels_of(input: &Path) -> Result<(Vec<u8>, usize)> {
 
 /// Writes `rows` under `header` as CSV to `out`, or to stdout.
 pub fn write_csv(header: &[String], rows: &[Vec<String>], out: Option<&Path>) -> Result<()> {
-    let mut text = header.join(",") + "\n";
-    for r in rows {
-        text.push_str(&r.join(","));
-        text.push('\n');
+    // The csv crate quotes a cell with a comma or a quote (a kept ID, a class name).
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    for r in std::iter::once(header).chain(rows.iter().map(Vec::as_slice)) {
+        writer
+            .write_record(r)
+            .expect("writing CSV to memory cannot fail");
     }
+    let text = writer
+        .into_inner()
+        .expect("writing CSV to memory cannot fail");
     match out {
-        Some(path) => write_atomic(path, text.as_bytes()),
+        Some(path) => write_atomic(path, &text),
         None => {
             use std::io::Write;
-            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            let _ = std::io::stdout().lock().write_all(&text);
             Ok(())
         }
     }
@@ -415,15 +421,18 @@ impl ModelTask for Export {
     }
 }
 
-/// `ember eval`: the loss (and accuracy) of `source`'s model on a split, as one line.
+/// `ember eval`: the loss (and accuracy) of `source`'s model on a split, as one line, and for
+/// a classifier the per-class report; with `json`, all of it as one JSON object.
 pub fn eval_command<D: Backends>(
     source: &ModelSource,
     split: SplitName,
     data: Option<&Path>,
+    json: bool,
     device: Device,
 ) -> Result<String> {
     let rows = eval_split(&source.config, split, data)?;
     let n = rows.rows();
+    let report = class_report::<D>(source, &rows, device)?;
     let stats = with_model::<D, _>(
         source,
         device,
@@ -433,17 +442,82 @@ pub fn eval_command<D: Backends>(
             max_tensor_bytes: crate::device::max_tensor_bytes(device),
         },
     )?;
+    // A target trained standardised: the loss (its mean squared error) in the target's units.
+    let std = source.config.target_std().unwrap_or(1.0);
+    let stats = StepStats {
+        loss: stats.loss * std * std,
+        ..stats
+    };
     let acc = stats
         .accuracy
         .map(|a| format!(", accuracy {:.2} %", 100.0 * a))
         .unwrap_or_default();
-    Ok(format!(
-        "{} {}: loss {:.6}{acc} ({n} rows, {}, {device})",
+    // What was evaluated: the run's split, or the file given with --data.
+    let what = match data {
+        Some(path) => path.display().to_string(),
+        None => format!("{split:?}").to_lowercase(),
+    };
+    if json {
+        let mut out = serde_json::json!({
+            "job": source.config.name(),
+            "evaluated": what,
+            "rows": n,
+            "loss": stats.loss,
+            "accuracy": stats.accuracy,
+            "model": source.weights.describe(),
+            "device": device.to_string(),
+        });
+        if let Some(r) = &report {
+            out["report"] = r.json();
+        }
+        return Ok(serde_json::to_string_pretty(&out).expect("JSON of numbers and strings"));
+    }
+    let line = format!(
+        "{} {what}: loss {:.6}{acc} ({n} rows, {}, {device})",
         source.config.name(),
-        format!("{split:?}").to_lowercase(),
         stats.loss,
         source.weights.describe()
-    ))
+    );
+    Ok(match report {
+        Some(r) => format!("{line}\n{}", r.table()),
+        None => line,
+    })
+}
+
+/// A classifier's per-class report on `rows`, from its predictions; `None` for a regression.
+fn class_report<D: Backends>(
+    source: &ModelSource,
+    rows: &HostSplit,
+    device: Device,
+) -> Result<Option<ClassReport>> {
+    let (truth, binary) = match &rows.labels {
+        Labels::Classes(t) => (t, false),
+        Labels::Binary(t) => (t, true),
+        Labels::Values(_) => return Ok(None),
+    };
+    let Some(classes) = source.config.classes.clone() else {
+        return Ok(None);
+    };
+    let inputs = rows.clone();
+    let (_, predicted) = with_model::<D, _>(source, device, Predict { inputs })?;
+    let index = |name: &str| classes.iter().position(|c| c == name).unwrap_or(0);
+    // A classifier's rows are `class, p_...`; a binary one's `probability, label`.
+    let (guess, positive): (Vec<usize>, Option<Vec<f64>>) = if binary {
+        let p: Vec<f64> = predicted
+            .iter()
+            .map(|r| r[0].parse().unwrap_or(f64::NAN))
+            .collect();
+        (predicted.iter().map(|r| index(&r[1])).collect(), Some(p))
+    } else {
+        (predicted.iter().map(|r| index(&r[0])).collect(), None)
+    };
+    let truth: Vec<usize> = truth.iter().map(|&t| t as usize).collect();
+    Ok(Some(ClassReport::new(
+        &classes,
+        &truth,
+        &guess,
+        positive.as_deref(),
+    )))
 }
 
 /// `ember predict`: one CSV row per input row, to `out` or stdout; returns a line to print
@@ -451,19 +525,66 @@ pub fn eval_command<D: Backends>(
 pub fn predict_command<D: Backends>(
     source: &ModelSource,
     input: &Path,
+    keep: &[String],
     out: Option<&Path>,
     device: Device,
 ) -> Result<Option<String>> {
+    let kept = kept_columns(&source.config, input, keep)?;
     let (inputs, names) = predict_inputs(&source.config, input)?;
     let (mut header, mut rows) = with_model::<D, _>(source, device, Predict { inputs })?;
-    if let Some(names) = names {
-        header.insert(0, "file".to_string());
-        for (row, name) in rows.iter_mut().zip(names) {
-            row.insert(0, name);
+    if let DataSpec::Table(t) = &source.config.data
+        && let Some((mean, std)) = t.target_stats
+    {
+        to_target_units(&mut rows, mean, std);
+    }
+    let names = names.map(|n| {
+        (
+            vec!["file".to_string()],
+            n.into_iter().map(|f| vec![f]).collect(),
+        )
+    });
+    for (names, columns) in names.into_iter().chain(kept) {
+        header.splice(0..0, names);
+        for (row, cells) in rows.iter_mut().zip(columns) {
+            row.splice(0..0, cells);
         }
     }
     write_csv(&header, &rows, out)?;
     Ok(out.map(|out| format!("{} predictions -> {}", rows.len(), out.display())))
+}
+
+/// A regression's predicted values, trained standardised, in the target's units.
+fn to_target_units(rows: &mut [Vec<String>], mean: f64, std: f64) {
+    for cell in rows.iter_mut().flatten() {
+        let v: f64 = cell.parse().expect("a regression's cells are numbers");
+        *cell = ((v * std + mean) as f32).to_string();
+    }
+}
+
+/// The `--keep` columns of a CSV input, row by row, with their names; `None` when none is asked.
+type Kept = Option<(Vec<String>, Vec<Vec<String>>)>;
+
+fn kept_columns(config: &JobConfig, input: &Path, keep: &[String]) -> Result<Kept> {
+    if keep.is_empty() {
+        return Ok(None);
+    }
+    if !matches!(config.data, DataSpec::Table(_)) {
+        return Err(input_err!(
+            "--keep copies columns of a CSV input; {} does not read tables",
+            config.name()
+        ));
+    }
+    let csv = table::read_text(input)?;
+    let cols: Vec<usize> = keep
+        .iter()
+        .map(|k| csv.column(k, "--keep"))
+        .collect::<Result<_>>()?;
+    let rows = csv
+        .records
+        .iter()
+        .map(|r| cols.iter().map(|&c| r[c].to_string()).collect())
+        .collect();
+    Ok(Some((keep.to_vec(), rows)))
 }
 
 /// `ember export`: `source`'s model as a file, by default `model-export.*` beside the model.

@@ -2,16 +2,18 @@
 //! one line for stderr saying what was inferred and why. Its defaults are ones that train well
 //! on small data: standardised columns, Adam at 1e-3, shuffled batches of a size that fits.
 
+use crate::data::columns::{ColumnKind, Missing, infer};
 use crate::data::{class_order, images, table};
 use crate::error::{EmberError, Result};
 use crate::input_err;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// A job file and the reason for its task.
+/// A job file, the reason for its task, and (for a table) the column table for stderr.
 pub struct Draft {
     pub toml: String,
     pub why: String,
+    pub columns: Option<String>,
 }
 
 /// Labels with at most this many distinct integers are classes; more are a regression target.
@@ -73,9 +75,13 @@ fn quote(text: &str) -> String {
     toml::Value::String(text.to_string()).to_string()
 }
 
-fn quoted(names: &[String]) -> String {
-    let q: Vec<String> = names.iter().map(|n| quote(n)).collect();
-    format!("[{}]", q.join(", "))
+/// `name` as a TOML key: bare where TOML allows it, quoted otherwise.
+fn key(name: &str) -> String {
+    let bare = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if bare { name.to_string() } else { quote(name) }
 }
 
 /// The common head and tail of a drafted job file.
@@ -120,46 +126,67 @@ fn job_file(command: &str, task: &str, rows: usize, data: &str, hidden: &str) ->
 pub fn from_csv(path: &Path, label: &str) -> Result<Draft> {
     let csv = table::read_text(path)?;
     let at = csv.column(label, "--label")?;
-    if csv.records.len() < 2 {
-        return Err(EmberError::file(path, "fewer than 2 data rows"));
-    }
-    let values: Vec<&str> = csv.records.iter().map(|r| &r[at]).collect();
-    let (task, why) = task_of(&values, label);
-    let numeric = |c: usize| {
-        csv.records
-            .iter()
-            .all(|r| r[c].parse::<f32>().is_ok_and(f32::is_finite))
-    };
-    let others: Vec<usize> = (0..csv.header.len()).filter(|&c| c != at).collect();
-    let text: Vec<String> = others
-        .iter()
-        .filter(|&&c| !numeric(c))
-        .map(|&c| csv.header[c].clone())
+    let missing = Missing::default();
+    let values: Vec<&str> = csv
+        .texts(at)
+        .map(|(t, _)| t)
+        .filter(|t| !missing.is(t))
         .collect();
-    if text.len() == others.len() {
+    if values.len() < 2 {
         return Err(EmberError::file(
             path,
-            format!("no numeric column besides \"{label}\" to learn from"),
+            format!("fewer than 2 data rows with a value in \"{label}\""),
         ));
+    }
+    let (task, mut why) = task_of(&values, label);
+    if values.len() < csv.records.len() {
+        let n = csv.records.len() - values.len();
+        why += &format!("; {n} rows without a label will be left out");
+    }
+    let columns = infer::infer(&csv, at, &missing);
+    if columns.iter().all(|c| c.kind == ColumnKind::Ignore) {
+        return Err(EmberError::file(
+            path,
+            format!("no column besides \"{label}\" to learn from (see the table above)"),
+        ))
+        .inspect_err(|_| eprint!("{}", infer::table(&columns)));
     }
     let mut data = format!(
         "csv = {}\nlabel = {}\n",
         quote(&path.display().to_string()),
         quote(label)
     );
-    if !text.is_empty() {
-        let _ = writeln!(
-            data,
-            "# Columns that are not numbers, left out of the inputs:\nignore = {}",
-            quoted(&text)
-        );
+    data.push_str("# Numeric and date inputs scaled to zero mean and unit deviation (training split's statistics).\nstandardize = true");
+    if task == "regression" {
+        data.push_str("\n# The target scaled likewise for training; losses, MAE and predictions stay in its units.\nstandardize_target = true");
     }
-    data.push_str("# Every input column scaled to zero mean and unit deviation (training split's statistics).\nstandardize = true");
     let command = format!("ember init --csv {} --label {label}", path.display());
+    let job = job_file(&command, task, values.len(), &data, "[64, 64]");
     Ok(Draft {
-        toml: job_file(&command, task, csv.records.len(), &data, "[64, 64]"),
+        toml: job + &columns_table(&columns),
         why: format!("inferred task = \"{task}\": {why}"),
+        columns: Some(infer::table(&columns)),
     })
+}
+
+/// `[data.columns]`, every column with its type, and the reason where there is one; it ends
+/// the job file (a TOML table runs to the next header).
+fn columns_table(columns: &[infer::Inferred]) -> String {
+    let mut t = String::from(
+        "\n# Each column's type: numeric, category, date or ignore (the table on stderr says why).\n\
+         # Empty cells, NA, NaN, null and ? are missing: a numeric column gets the training median\n\
+         # and an input saying the cell was missing; a category gets a level of its own.\n[data.columns]\n",
+    );
+    for c in columns {
+        let _ = write!(t, "{} = \"{}\"", key(&c.name), c.kind.name());
+        match c.why.as_str() {
+            "" | "text" => t.push('\n'),
+            why => {
+                let _ = writeln!(t, "  # {why}");
+            }
+        }
+    }
+    t
 }
 
 /// `ember init --images DIR`.
@@ -218,6 +245,7 @@ pub fn from_images(dir: &Path) -> Result<Draft> {
             items.len(),
             first.display()
         ),
+        columns: None,
     })
 }
 

@@ -4,6 +4,7 @@
 
 pub mod allocator;
 pub mod bench;
+pub mod class_report;
 pub mod config;
 pub mod console;
 pub mod data;

@@ -55,7 +55,8 @@ enum Command {
         #[command(flatten)]
         args: TrainArgs,
     },
-    /// Loss and accuracy of a trained model on a split.
+    /// Loss and accuracy of a trained model on a split; for a classifier, per-class
+    /// precision, recall and F1, the confusion matrix, and a binary task's ROC AUC.
     Eval {
         #[command(flatten)]
         model: ModelArgs,
@@ -65,6 +66,9 @@ enum Command {
         /// Other data: a folder of IDX files (idx source) or a CSV file (csv source).
         #[arg(long)]
         data: Option<PathBuf>,
+        /// Everything as one JSON object on stdout.
+        #[arg(long)]
+        json: bool,
         /// auto, cpu, cuda[:N] or wgpu[:N] (see ember info).
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
@@ -80,6 +84,10 @@ enum Command {
         /// Where to write the CSV (default: stdout).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// A column of the input CSV to copy into the output, first (an ID, to join the
+        /// predictions back); may be repeated.
+        #[arg(long, value_name = "COLUMN")]
+        keep: Vec<String>,
         /// auto, cpu, cuda[:N] or wgpu[:N] (see ember info).
         #[arg(long, default_value = "auto")]
         device: DeviceRequest,
@@ -276,6 +284,9 @@ fn init(csv: Option<PathBuf>, label: Option<String>, images: Option<PathBuf>) ->
         _ => unreachable!("clap requires --csv with --label, or --images"),
     };
     print!("{}", draft.toml);
+    if let Some(columns) = &draft.columns {
+        eprint!("{columns}");
+    }
     eprintln!("{}", draft.why);
     Ok(())
 }
@@ -329,20 +340,28 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
             model,
             split,
             data,
+            json,
             device,
         } => {
             let (source, device) = (model.open()?, choose(device)?);
-            vec![eval_command::<D>(&source, split, data.as_deref(), device)?]
+            vec![eval_command::<D>(
+                &source,
+                split,
+                data.as_deref(),
+                json,
+                device,
+            )?]
         }
         Command::Predict {
             model,
             input,
             out,
+            keep,
             device,
         } => {
             let (source, device) = (model.open()?, choose(device)?);
             // Predictions may go to stdout: the line about them is not for --quiet.
-            let line = predict_command::<D>(&source, &input, out.as_deref(), device)?;
+            let line = predict_command::<D>(&source, &input, &keep, out.as_deref(), device)?;
             line.iter().for_each(|l| console.line(l));
             vec![]
         }

@@ -426,3 +426,29 @@ fn host_reads_per_epoch_do_not_grow_with_steps_on_the_gpu() {
         assert_eq!(ten, hundred, "10 steps/epoch: {ten} reads; 100: {hundred}");
     }
 }
+
+/// A table of text, missing cells and a date (`examples/penguins-raw.csv`, typed as `ember
+/// init` drafts it) trains to the same losses on the GPU as on the CPU: its encoded inputs take
+/// the same device path as any table's.
+#[test]
+fn a_mixed_table_trains_alike_on_the_gpu() {
+    for gpu in devices("a mixed table") {
+        let dir = scratch(&format!("gpu-mixed-{}", gpu.device.replace(':', "")));
+        let data = root().join("examples/penguins-raw.csv");
+        let drafted = ember(&["init", "--csv", path_str(&data), "--label", "Species"]);
+        ok(&drafted);
+        let cfg = config(&dir, "penguins.toml", &common::stdout(&drafted));
+        let (cpu, on_gpu) = (dir.join("cpu"), dir.join("gpu"));
+        ok(&train("penguins", &cfg, &cpu, "cpu", &[]));
+        ok(&train("penguins", &cfg, &on_gpu, &gpu.device, &[]));
+        assert_ran_on(&on_gpu, &gpu);
+        let gap = loss_gap(&cpu, &on_gpu);
+        assert!(
+            gap <= PARITY,
+            "penguins on {}: losses differ by {gap:e}\ncpu {:?}\ngpu {:?}",
+            gpu.device,
+            losses(&cpu),
+            losses(&on_gpu)
+        );
+    }
+}

@@ -6,6 +6,7 @@ use super::{
     ModelKind, ModelSpec, Monitor, OptimizerSpec, Preset, RawAdam, RawConfig, RawSchedule, RawSgd,
     ScheduleKind, ScheduleSpec, Source, Standardization, TableSpec, Task,
 };
+use crate::data::columns::ColumnKind;
 use crate::error::Result;
 use crate::input_err;
 
@@ -403,12 +404,18 @@ impl RawConfig {
             ("data.targets", d.targets.is_some()),
             ("data.features", d.features.is_some()),
             ("data.ignore", d.ignore.is_some()),
+            ("data.columns", d.columns.is_some()),
+            ("data.missing_values", d.missing_values.is_some()),
+            ("data.encoding", d.encoding.is_some()),
             ("data.scalar_column", d.scalar_column.is_some()),
             ("data.valid_csv", d.valid_csv.is_some()),
             ("data.test_csv", d.test_csv.is_some()),
             ("data.standardize", d.standardize.is_some()),
             ("data.feature_mean", d.feature_mean.is_some()),
             ("data.feature_std", d.feature_std.is_some()),
+            ("data.standardize_target", d.standardize_target.is_some()),
+            ("data.target_mean", d.target_mean.is_some()),
+            ("data.target_std", d.target_std.is_some()),
         ] {
             reject(field, given, why)?;
         }
@@ -484,6 +491,7 @@ impl RawConfig {
                 reject("data.csv", d.csv.is_some(), why)?;
                 reject("data.features", d.features.is_some(), why)?;
                 reject("data.ignore", d.ignore.is_some(), why)?;
+                reject("data.columns", d.columns.is_some(), why)?;
                 reject("data.valid_csv", d.valid_csv.is_some(), why)?;
                 reject("data.test_csv", d.test_csv.is_some(), why)?;
             }
@@ -505,19 +513,59 @@ impl RawConfig {
         if d.features.as_ref().is_some_and(Vec::is_empty) {
             return Err(input_err!("data.features = [] names no input column"));
         }
+        self.check_columns(linear_scalar)?;
         Ok(TableSpec {
             csv: d.csv.clone(),
             targets: self.targets(defaults, task)?,
             features: d.features.clone(),
             ignore: d.ignore.clone().unwrap_or_default(),
+            columns: d.columns.clone(),
+            missing_values: d.missing_values.clone(),
+            encoding: d.encoding.clone(),
             scalar_column: linear_scalar
                 .then(|| d.scalar_column.clone().unwrap_or_else(|| "f".to_string())),
             valid_fraction: self.held_out_fraction("data.valid_csv", d.valid_csv.is_some())?,
             valid_csv: d.valid_csv.clone(),
             test_csv: d.test_csv.clone(),
             standardize: d.standardize.unwrap_or(false),
+            standardize_target: d.standardize_target.unwrap_or(false),
+            target_stats: self.target_stats(task)?,
             stats: self.stats()?,
         })
+    }
+
+    /// `[data.columns]` types every column, so it replaces `features` and `ignore`; the fields
+    /// that refine it (`missing_values`, ember's `encoding`) need it.
+    fn check_columns(&self, linear_scalar: bool) -> Result<()> {
+        let d = &self.data;
+        if d.columns.is_none() {
+            let why = "without data.columns (they apply to typed columns)";
+            reject("data.missing_values", d.missing_values.is_some(), why)?;
+            return reject("data.encoding", d.encoding.is_some(), why);
+        }
+        let why = "with data.columns, which gives every column's type (\"ignore\" leaves one out)";
+        reject("data.features", d.features.is_some(), why)?;
+        reject("data.ignore", d.ignore.is_some(), why)?;
+        reject(
+            "data.columns",
+            linear_scalar,
+            "by the linear-scalar job, whose inputs are numbers",
+        )?;
+        if let Some(enc) = &d.encoding {
+            let typed = d.columns.as_ref().expect("checked above");
+            for e in enc {
+                e.check()
+                    .map_err(|why| input_err!("data.encoding: {why}"))?;
+                if typed.get(&e.column) != Some(&e.kind) || e.kind == ColumnKind::Ignore {
+                    return Err(input_err!(
+                        "data.encoding has \"{}\" as {}, but data.columns does not; delete data.encoding to fit it again",
+                        e.column,
+                        e.kind.name()
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The label column, or the target columns of a regression.
@@ -570,6 +618,35 @@ impl RawConfig {
             Err(input_err!(
                 "data.valid_fraction = {f} must be between 0 and 1 (exclusive), or give {file_field}"
             ))
+        }
+    }
+
+    /// `standardize_target` suits one regression target; its statistics come together.
+    fn target_stats(&self, task: Task) -> Result<Option<(f64, f64)>> {
+        let d = &self.data;
+        let on = d.standardize_target.unwrap_or(false);
+        if on && task != Task::Regression {
+            return Err(input_err!(
+                "data.standardize_target applies to a regression; this task has classes"
+            ));
+        }
+        if on && d.targets.as_ref().is_some_and(|t| t.len() != 1) {
+            return Err(input_err!(
+                "data.standardize_target takes one target; data.targets names several"
+            ));
+        }
+        match (d.target_mean, d.target_std) {
+            (None, None) => Ok(None),
+            (Some(_), Some(_)) if !on => Err(input_err!(
+                "data.target_mean/target_std are given but data.standardize_target is not true"
+            )),
+            (Some(m), Some(s)) if m.is_finite() && s.is_finite() && s > 0.0 => Ok(Some((m, s))),
+            (Some(_), Some(s)) => Err(input_err!(
+                "data.target_std = {s} (or its mean) is not a finite deviation above 0"
+            )),
+            _ => Err(input_err!(
+                "data.target_mean and data.target_std must be given together"
+            )),
         }
     }
 

@@ -16,9 +16,11 @@ mod raw;
 
 pub use raw::{RawAdam, RawConfig, RawData, RawEarlyStopping, RawModel, RawSchedule, RawSgd};
 
+use crate::data::columns::{ColumnKind, Encoding, Missing};
 use crate::error::{EmberError, Result};
 use crate::input_err;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The seed jobs, as presets of the general model (linear-scalar keeps its own model).
@@ -251,6 +253,12 @@ pub struct TableSpec {
     /// The input columns in order; `None` until read: every column but targets and `ignore`.
     pub features: Option<Vec<String>>,
     pub ignore: Vec<String>,
+    /// `[data.columns]`: every column's type; `None` for a table of numbers only.
+    pub columns: Option<BTreeMap<String, ColumnKind>>,
+    /// `data.missing_values`, when given.
+    pub missing_values: Option<Vec<String>>,
+    /// The inputs' encodings, once fitted on the training file (with `columns`).
+    pub encoding: Option<Vec<Encoding>>,
     /// linear-scalar only.
     pub scalar_column: Option<String>,
     /// Share held out for validation; 0 when `valid_csv` is given.
@@ -258,8 +266,32 @@ pub struct TableSpec {
     pub valid_csv: Option<PathBuf>,
     pub test_csv: Option<PathBuf>,
     pub standardize: bool,
+    /// Train on the standardised target (one regression target).
+    pub standardize_target: bool,
+    /// The target's (mean, standard deviation): known from a resolved config, or computed.
+    pub target_stats: Option<(f64, f64)>,
     /// Known statistics (from a resolved config); computed from the train split otherwise.
     pub stats: Option<Standardization>,
+}
+
+impl JobConfig {
+    /// The standard deviation a regression's target was divided by for training, if it was:
+    /// losses and MAE are reported multiplied back (`run::history`).
+    pub fn target_std(&self) -> Option<f64> {
+        match &self.data {
+            DataSpec::Table(t) => t.target_stats.map(|s| s.1),
+            _ => None,
+        }
+    }
+}
+
+impl TableSpec {
+    /// The spellings of a missing cell: `data.missing_values`, or the defaults.
+    pub fn missing(&self) -> Missing {
+        self.missing_values
+            .as_deref()
+            .map_or_else(Missing::default, Missing::new)
+    }
 }
 
 /// Which network: the general MLP, or linear-scalar's own model.
@@ -483,6 +515,8 @@ impl JobConfig {
             (DataSpec::Table(t), DataSpec::Table(r)) => {
                 t.features = t.features.clone().or_else(|| r.features.clone());
                 t.stats = t.stats.clone().or_else(|| r.stats.clone());
+                t.encoding = t.encoding.clone().or_else(|| r.encoding.clone());
+                t.target_stats = t.target_stats.or(r.target_stats);
             }
             (DataSpec::Images(i), DataSpec::Images(r)) => i.size = i.size.or(r.size),
             _ => {}
@@ -572,11 +606,17 @@ impl JobConfig {
                 }
                 data.features = t.features.clone();
                 data.ignore = (!t.ignore.is_empty()).then(|| t.ignore.clone());
+                data.columns = t.columns.clone();
+                data.missing_values = t.missing_values.clone();
+                data.encoding = t.encoding.clone();
                 data.scalar_column = t.scalar_column.clone();
                 data.valid_fraction = Some(t.valid_fraction);
                 data.valid_csv = t.valid_csv.clone();
                 data.test_csv = t.test_csv.clone();
                 data.standardize = Some(t.standardize);
+                data.standardize_target = t.standardize_target.then_some(true);
+                data.target_mean = t.target_stats.map(|s| s.0);
+                data.target_std = t.target_stats.map(|s| s.1);
                 data.feature_mean = t.stats.as_ref().map(|s| s.mean.clone());
                 data.feature_std = t.stats.as_ref().map(|s| s.std.clone());
             }

@@ -2,7 +2,9 @@
 //! spelling (unknown keys and unknown enum values are errors that name the line).
 
 use super::{Activation, Channels, Init, InputScale, Monitor, Preset, ScheduleKind, Source, Task};
+use crate::data::columns::{ColumnKind, Encoding};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The job file. `job` names a preset (its defaults fill what the file leaves out); without
@@ -132,6 +134,16 @@ pub struct RawData {
     /// csv: columns that are neither inputs nor labels.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ignore: Option<Vec<String>>,
+    /// csv: every column's type but the label's: "numeric", "category", "date" or "ignore"
+    /// (`ember init` writes it). Given, missing cells are filled and text is encoded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub columns: Option<BTreeMap<String, ColumnKind>>,
+    /// csv with columns: the cells that mean "missing" (default "", NA, NaN, null, ?; any case).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_values: Option<Vec<String>>,
+    /// csv with columns: each input column's encoding, fitted by ember on the training file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<Vec<Encoding>>,
     /// linear-scalar: the column multiplied by the learned scalar p.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scalar_column: Option<String>,
@@ -152,6 +164,15 @@ pub struct RawData {
     pub feature_mean: Option<Vec<f64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub feature_std: Option<Vec<f64>>,
+    /// csv, regression with one target: train on the target scaled to zero mean and unit
+    /// deviation (training split's statistics); losses, MAE and predictions stay in its units.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standardize_target: Option<bool>,
+    /// The target's mean and standard deviation, written by ember once computed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_mean: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_std: Option<f64>,
     /// The class names in output order, written by ember from the training labels.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub classes: Option<Vec<String>>,

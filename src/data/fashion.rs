@@ -146,6 +146,9 @@ pub fn load(dir: Option<&Path>, scale: InputScale, known: Option<&[String]>) -> 
         stats: None,
         classes: Some(classes),
         features: None,
+        encoding: None,
+        dropped_labels: 0,
+        target_stats: None,
         image_size: None,
     })
 }

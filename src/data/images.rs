@@ -229,6 +229,9 @@ pub fn load(
         stats: None,
         classes: Some(classes),
         features: None,
+        encoding: None,
+        dropped_labels: 0,
+        target_stats: None,
         image_size: Some(decode.size),
     })
 }

@@ -2,6 +2,7 @@
 //! standardisation, ending in one [`HostData`] per run; then [`loader`] uploads it to the device
 //! once and cuts batches there.
 
+pub mod columns;
 pub mod fashion;
 pub mod idx;
 pub mod images;
@@ -14,7 +15,7 @@ use crate::config::{DataSpec, JobConfig, Standardization};
 use crate::error::Result;
 
 /// A row-major matrix of f32.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Matrix {
     pub rows: usize,
     pub cols: usize,
@@ -51,6 +52,12 @@ pub enum Labels {
     Values(Matrix),
 }
 
+impl Default for Labels {
+    fn default() -> Labels {
+        Labels::Classes(Vec::new())
+    }
+}
+
 impl Labels {
     pub fn len(&self) -> usize {
         match self {
@@ -73,7 +80,7 @@ impl Labels {
 }
 
 /// One split of a data set on the host.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct HostSplit {
     /// The model's inputs (images flattened to 784 columns, table features).
     pub features: Matrix,
@@ -151,8 +158,14 @@ pub struct HostData {
     pub test: Option<HostSplit>,
     /// Class names in output order (classifiers).
     pub classes: Option<Vec<String>>,
-    /// The input columns of a CSV table, in order.
+    /// The input columns of a CSV table of numbers, in order.
     pub features: Option<Vec<String>>,
+    /// The encodings of a CSV table's typed columns (`[data.columns]`).
+    pub encoding: Option<Vec<columns::Encoding>>,
+    /// Training rows left out because their label was missing.
+    pub dropped_labels: usize,
+    /// A standardised regression target's (mean, standard deviation).
+    pub target_stats: Option<(f64, f64)>,
     /// The `[height, width]` every image was resized to (images source).
     pub image_size: Option<[usize; 2]>,
     /// Where the data came from, for the log line and the run summary.

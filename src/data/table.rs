@@ -1,6 +1,7 @@
 //! Tables from CSV files: a header row; the label (or target) columns named in the config,
 //! input columns that are numbers, and labels that may be integers or strings.
 
+use super::columns::{self, Encoding, Missing, Unseen};
 use super::{HostSplit, Labels, Matrix};
 use crate::config::{TableSpec, Task};
 use crate::error::{EmberError, Result};
@@ -16,10 +17,46 @@ pub struct TextCsv {
     pub lines: Vec<u64>,
 }
 
-/// Reads a CSV file with a header row; every record must have one field per column.
+/// The delimiters a header row may use, the comma first (the default).
+const DELIMITERS: [u8; 4] = [b',', b';', b'\t', b'|'];
+
+/// The delimiter of a file whose first line is `header`: the one of [`DELIMITERS`] it holds
+/// most often outside quotes (`;` in much of Europe, tab in `.tsv` files), else the comma.
+fn delimiter_of(header: &[u8]) -> u8 {
+    let mut counts = [0usize; DELIMITERS.len()];
+    let mut quoted = false;
+    for &b in header {
+        if b == b'"' {
+            quoted = !quoted;
+        } else if !quoted && let Some(i) = DELIMITERS.iter().position(|d| *d == b) {
+            counts[i] += 1;
+        }
+    }
+    let best = (0..DELIMITERS.len()).max_by_key(|&i| (counts[i], usize::MAX - i));
+    best.filter(|&i| counts[i] > 0)
+        .map_or(b',', |i| DELIMITERS[i])
+}
+
+/// The first line of `path` (up to 64 KiB), to find its delimiter.
+fn first_line(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)
+        .map_err(|e| EmberError::file(path, crate::fs::describe_io(&e)))?;
+    let mut head = Vec::new();
+    file.take(64 * 1024)
+        .read_to_end(&mut head)
+        .map_err(|e| EmberError::file(path, crate::fs::describe_io(&e)))?;
+    let end = head.iter().position(|b| *b == b'\n').unwrap_or(head.len());
+    head.truncate(end);
+    Ok(head)
+}
+
+/// Reads a CSV file with a header row; every record must have one field per column. The
+/// delimiter is the header's: a comma, a semicolon, a tab or a bar.
 pub fn read_text(path: &Path) -> Result<TextCsv> {
     let fail = |what: String| EmberError::file(path, what);
     let mut reader = csv::ReaderBuilder::new()
+        .delimiter(delimiter_of(&first_line(path)?))
         .flexible(true)
         .trim(csv::Trim::All)
         .from_path(path)
@@ -59,7 +96,7 @@ pub fn read_text(path: &Path) -> Result<TextCsv> {
 }
 
 impl TextCsv {
-    fn fail(&self, what: String) -> EmberError {
+    pub fn fail(&self, what: String) -> EmberError {
         EmberError::file(&self.path, what)
     }
 
@@ -96,8 +133,29 @@ impl TextCsv {
         })
     }
 
+    /// Drops the rows where a column of `targets` is missing; returns how many went.
+    pub fn drop_missing_labels(&mut self, targets: &[String], missing: &Missing) -> Result<usize> {
+        let cols: Vec<usize> = targets
+            .iter()
+            .map(|t| self.column(t, "data.label"))
+            .collect::<Result<_>>()?;
+        let before = self.records.len();
+        let keep: Vec<bool> = self
+            .records
+            .iter()
+            .map(|r| !cols.iter().any(|&c| missing.is(&r[c])))
+            .collect();
+        let mut flags = keep.iter();
+        self.records
+            .retain(|_| *flags.next().expect("one flag per record"));
+        let mut flags = keep.iter();
+        self.lines
+            .retain(|_| *flags.next().expect("one flag per line"));
+        Ok(before - self.records.len())
+    }
+
     /// The text of column `c`, row by row.
-    fn texts(&self, c: usize) -> impl Iterator<Item = (&str, u64)> {
+    pub fn texts(&self, c: usize) -> impl Iterator<Item = (&str, u64)> {
         self.records
             .iter()
             .zip(&self.lines)
@@ -188,22 +246,47 @@ pub fn class_indices<'a>(
         .collect()
 }
 
-/// The rows of a table as the task needs them: inputs in `features` order, the scalar column
-/// apart, and labels as class indices (on `classes`) or real targets.
+/// How a table's input columns become numbers.
+#[derive(Clone, Copy)]
+pub enum InputColumns<'a> {
+    /// Columns of numbers, by name, in this order.
+    Numbers(&'a [String]),
+    /// Typed columns, encoded as fitted on the training file.
+    Encoded(&'a [Encoding], &'a Missing),
+}
+
+impl InputColumns<'_> {
+    /// The inputs of every row of `csv`, and the category levels it had that training had not.
+    pub fn read(self, csv: &TextCsv) -> Result<(Matrix, Unseen)> {
+        match self {
+            InputColumns::Numbers(names) => {
+                let cols: Vec<usize> = names
+                    .iter()
+                    .map(|n| csv.column(n, "data.features"))
+                    .collect::<Result<_>>()?;
+                Ok((csv.numbers(&cols)?, Unseen::default()))
+            }
+            InputColumns::Encoded(encodings, missing) => columns::encode(csv, encodings, missing),
+        }
+    }
+}
+
+/// The rows of a table as the task needs them: the inputs, the scalar column apart, and labels
+/// as class indices (on `classes`) or real targets; with the levels training had not seen.
 pub fn to_split(
     csv: &TextCsv,
     spec: &TableSpec,
-    features: &[String],
+    inputs: InputColumns,
     task: Task,
     classes: Option<&[String]>,
-) -> Result<HostSplit> {
+) -> Result<(HostSplit, Unseen)> {
     if csv.records.is_empty() {
         return Err(csv.fail("no data rows, only a header".to_string()));
     }
     let cols = |names: &[String], field: &str| -> Result<Vec<usize>> {
         names.iter().map(|n| csv.column(n, field)).collect()
     };
-    let inputs = csv.numbers(&cols(features, "data.features")?)?;
+    let (inputs, unseen) = inputs.read(csv)?;
     let scalar = match &spec.scalar_column {
         Some(s) => Some(csv.numbers(&[csv.column(s, "data.scalar_column")?])?.values),
         None => None,
@@ -223,17 +306,25 @@ pub fn to_split(
         }
         (_, None) => unreachable!("a classifier's classes are known before its rows are read"),
     };
-    Ok(HostSplit {
+    let split = HostSplit {
         features: inputs,
         scalar,
         labels,
-    })
+    };
+    Ok((split, unseen))
 }
 
 /// The inputs of a CSV file for `ember predict`: the run's feature columns (and scalar column)
-/// by name; a label column may be there or not.
+/// by name, or its typed columns encoded; a label column may be there or not.
 pub fn read_inputs(path: &Path, spec: &TableSpec) -> Result<(Matrix, Option<Vec<f32>>)> {
     let csv = read_text(path)?;
+    if let Some(encoding) = &spec.encoding {
+        let (inputs, unseen) = columns::encode(&csv, encoding, &spec.missing())?;
+        if let Some(line) = unseen.line(path) {
+            eprintln!("{line}");
+        }
+        return Ok((inputs, None));
+    }
     // A run on a built-in table has no column names: then every column but the label is input.
     let features = spec.features.clone().unwrap_or_else(|| {
         csv.header
@@ -282,11 +373,16 @@ mod tests {
             targets: targets.iter().map(|t| t.to_string()).collect(),
             features: None,
             ignore: Vec::new(),
+            columns: None,
+            missing_values: None,
+            encoding: None,
             scalar_column: None,
             valid_fraction: 0.1,
             valid_csv: None,
             test_csv: None,
             standardize: false,
+            standardize_target: false,
+            target_stats: None,
             stats: None,
         }
     }
@@ -298,7 +394,8 @@ mod tests {
             Task::Regression => None,
             _ => Some(classes_of(&csv, &spec.targets[0])?),
         };
-        to_split(&csv, spec, &features, task, classes.as_deref())
+        let inputs = InputColumns::Numbers(&features);
+        Ok(to_split(&csv, spec, inputs, task, classes.as_deref())?.0)
     }
 
     #[test]
@@ -350,6 +447,22 @@ mod tests {
         let t = read(&p, &s, Task::Regression).unwrap();
         assert_eq!(t.features.cols, 2);
         assert_eq!(t.scalar, Some(vec![3.0, 7.0]));
+    }
+
+    #[test]
+    fn semicolons_tabs_and_bars_are_found_in_the_header() {
+        for (sep, text) in [
+            (";", "a;label;b\n1,5;0;2\n"),
+            ("tab", "a\tlabel\tb\n1,5\t0\t2\n"),
+            ("bar", "a|label|b\n1,5|0|2\n"),
+        ] {
+            let p = file(&format!("sep-{sep}.csv"), text);
+            let csv = read_text(&p).unwrap();
+            assert_eq!(csv.header, ["a", "label", "b"], "{sep}");
+            assert_eq!(&csv.records[0][0], "1,5", "{sep}");
+        }
+        assert_eq!(delimiter_of(b"\"x;y\",z"), b',');
+        assert_eq!(delimiter_of(b"one"), b',');
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! seeded share of the rows, or a file of its own), an optional test file, and standardisation.
 //! Every file after the training one is read with the training file's columns and classes.
 
+use super::columns::{self, Encoding};
+use super::table::InputColumns;
 use super::{HostData, HostSplit, Labels, class_count_fits, column_stats, split, synthetic, table};
 use crate::config::{JobConfig, Preset, TableSpec, Task};
 use crate::error::{EmberError, Result};
@@ -14,6 +16,20 @@ struct Training {
     source: String,
     classes: Option<Vec<String>>,
     features: Option<Vec<String>>,
+    /// The typed columns' encodings, fitted on this file (with `[data.columns]`).
+    encoding: Option<Vec<Encoding>>,
+    /// Rows left out because their label was missing (typed columns only).
+    dropped: usize,
+}
+
+impl Training {
+    fn inputs<'a>(&'a self, missing: &'a columns::Missing) -> InputColumns<'a> {
+        match (&self.encoding, &self.features) {
+            (Some(e), _) => InputColumns::Encoded(e, missing),
+            (None, Some(f)) => InputColumns::Numbers(f),
+            (None, None) => unreachable!("only a CSV training table takes another file"),
+        }
+    }
 }
 
 /// Loads a table job's splits and applies its preprocessing.
@@ -43,32 +59,92 @@ pub fn load(config: &JobConfig, spec: &TableSpec) -> Result<HostData> {
         stats: None,
         classes: training.classes,
         features: training.features,
+        encoding: training.encoding,
+        dropped_labels: training.dropped,
+        target_stats: None,
         image_size: None,
     };
     if spec.standardize {
         standardize(&mut data, spec)?;
     }
+    if spec.standardize_target {
+        let stats = spec
+            .target_stats
+            .unwrap_or_else(|| target_stats(&data.train));
+        for s in [&mut data.train, &mut data.valid]
+            .into_iter()
+            .chain(data.test.as_mut())
+        {
+            scale_target(s, stats);
+        }
+        data.target_stats = Some(stats);
+    }
     Ok(data)
+}
+
+/// The mean and (population) standard deviation of the training split's one target; a
+/// constant target gets a deviation of 1.
+fn target_stats(train: &HostSplit) -> (f64, f64) {
+    let Labels::Values(m) = &train.labels else {
+        unreachable!("the config check allows standardize_target for regressions only")
+    };
+    let n = m.values.len().max(1) as f64;
+    let mean = m.values.iter().map(|v| f64::from(*v)).sum::<f64>() / n;
+    let var = m
+        .values
+        .iter()
+        .map(|v| (f64::from(*v) - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    (mean, if var > 0.0 { var.sqrt() } else { 1.0 })
+}
+
+/// `(y - mean) / std` on a split's targets.
+pub fn scale_target(split: &mut HostSplit, (mean, std): (f64, f64)) {
+    if let Labels::Values(m) = &mut split.labels {
+        for v in &mut m.values {
+            *v = ((f64::from(*v) - mean) / std) as f32;
+        }
+    }
 }
 
 fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
     let Some(path) = &spec.csv else {
         return built_in(config);
     };
-    let csv = table::read_text(path)?;
-    let features = table::feature_names(&csv, spec)?;
+    let mut csv = table::read_text(path)?;
+    let missing = spec.missing();
+    let (features, encoding, dropped) = match &spec.columns {
+        None => (Some(table::feature_names(&csv, spec)?), None, 0),
+        Some(typed) => {
+            let dropped = csv.drop_missing_labels(&spec.targets, &missing)?;
+            let encoding = match &spec.encoding {
+                Some(known) => known.clone(),
+                None => {
+                    let inputs = columns::typed_inputs(&csv, typed, &spec.targets)?;
+                    columns::fit(&csv, &inputs, &missing)?
+                }
+            };
+            (None, Some(encoding), dropped)
+        }
+    };
     let classes = match (config.task, &config.classes) {
         (Task::Regression, _) => None,
         (_, Some(known)) => Some(known.clone()),
         (task, None) => Some(training_classes(&csv, &spec.targets[0], task)?),
     };
-    let all = table::to_split(&csv, spec, &features, config.task, classes.as_deref())?;
-    Ok(Training {
-        all,
+    let mut training = Training {
+        all: HostSplit::default(),
         source: path.display().to_string(),
         classes,
-        features: Some(features),
-    })
+        features,
+        encoding,
+        dropped,
+    };
+    let inputs = training.inputs(&missing);
+    let classes = training.classes.as_deref();
+    training.all = table::to_split(&csv, spec, inputs, config.task, classes)?.0;
+    Ok(training)
 }
 
 /// The classes of the training labels; a binary task needs exactly two, a classification at
@@ -113,26 +189,44 @@ fn built_in(config: &JobConfig) -> Result<Training> {
         source: source.to_string(),
         classes,
         features: None,
+        encoding: None,
+        dropped: 0,
     })
 }
 
 /// Another file of a run's table (`ember eval --data`): all its rows, with the run's columns,
 /// classes and statistics.
 pub fn read_file(config: &JobConfig, spec: &TableSpec, path: &Path) -> Result<HostSplit> {
-    let csv = table::read_text(path)?;
+    let mut csv = table::read_text(path)?;
+    let missing = spec.missing();
     let features = match &spec.features {
         Some(f) => f.clone(),
+        None if spec.encoding.is_some() => Vec::new(),
         None => table::feature_names(&csv, spec)?,
     };
-    let mut split = table::to_split(
-        &csv,
-        spec,
-        &features,
-        config.task,
-        config.classes.as_deref(),
-    )?;
+    let inputs = match &spec.encoding {
+        Some(encoding) => {
+            let dropped = csv.drop_missing_labels(&spec.targets, &missing)?;
+            if dropped > 0 {
+                eprintln!(
+                    "{}: {dropped} rows without a label left out",
+                    path.display()
+                );
+            }
+            InputColumns::Encoded(encoding, &missing)
+        }
+        None => InputColumns::Numbers(&features),
+    };
+    let (mut split, unseen) =
+        table::to_split(&csv, spec, inputs, config.task, config.classes.as_deref())?;
+    if let Some(line) = unseen.line(path) {
+        eprintln!("{line}");
+    }
     if let Some(stats) = &spec.stats {
         super::apply_stats(&mut split, stats);
+    }
+    if let Some(stats) = spec.target_stats {
+        scale_target(&mut split, stats);
     }
     Ok(split)
 }
@@ -144,27 +238,39 @@ fn read_other(
     spec: &TableSpec,
     training: &Training,
 ) -> Result<HostSplit> {
-    let csv = table::read_text(path)?;
-    let features = training
-        .features
-        .as_deref()
-        .expect("only a CSV training table takes a validation or test file");
-    table::to_split(
-        &csv,
-        spec,
-        features,
-        config.task,
-        training.classes.as_deref(),
-    )
+    let mut csv = table::read_text(path)?;
+    let missing = spec.missing();
+    if training.encoding.is_some() {
+        let dropped = csv.drop_missing_labels(&spec.targets, &missing)?;
+        if dropped > 0 {
+            eprintln!(
+                "{}: {dropped} rows without a label left out",
+                path.display()
+            );
+        }
+    }
+    let inputs = training.inputs(&missing);
+    let classes = training.classes.as_deref();
+    let (split, unseen) = table::to_split(&csv, spec, inputs, config.task, classes)?;
+    if let Some(line) = unseen.line(path) {
+        eprintln!("{line}");
+    }
+    Ok(split)
 }
 
 /// Standardises every split with the statistics of the training split (or the resolved
 /// config's, when a run is resumed or evaluated).
 fn standardize(data: &mut HostData, spec: &TableSpec) -> Result<()> {
-    let stats = spec
-        .stats
-        .clone()
-        .unwrap_or_else(|| column_stats(&data.train));
+    let stats = spec.stats.clone().unwrap_or_else(|| {
+        let mut stats = column_stats(&data.train);
+        // One-hot levels and missing-cell indicators stay 0/1: a rare level scaled by its small
+        // deviation would become a large input.
+        let binary = data.encoding.as_deref().map(columns::binary_inputs);
+        for (c, _) in binary.iter().flatten().enumerate().filter(|(_, b)| **b) {
+            (stats.mean[c], stats.std[c]) = (0.0, 1.0);
+        }
+        stats
+    });
     let expected = data.train.features.cols + usize::from(data.train.scalar.is_some());
     if stats.mean.len() != expected {
         return Err(input_err!(

@@ -302,7 +302,8 @@ impl UnitTask<'_> {
                 }
             };
             logs.push(ReplicaLog {
-                history: History::new(path.join(folder::METRICS), history),
+                history: History::new(path.join(folder::METRICS), history)
+                    .in_target_units(self.configs[r].target_std()),
                 dir: path,
                 failure: None,
                 active,
@@ -368,6 +369,7 @@ impl UnitTask<'_> {
                 wall_seconds: self.started.elapsed().as_secs_f64(),
                 failure,
                 data_source: self.data.source.clone(),
+                rows_without_label: self.data.dropped_labels,
                 params,
                 host_reads: device::host_read::count(),
             };

@@ -25,6 +25,16 @@ pub struct SplitRecord {
 }
 
 impl SplitRecord {
+    /// This record in a standardised target's own units: the loss (a mean squared error)
+    /// times `std`², the MAE times `std`; R² is the same in both.
+    pub fn in_target_units(self, std: f64) -> SplitRecord {
+        SplitRecord {
+            loss: self.loss * std * std,
+            mae: self.mae.map(|m| m * std),
+            ..self
+        }
+    }
+
     pub fn steps_per_s(&self) -> f64 {
         if self.seconds > 0.0 {
             self.steps as f64 / self.seconds
@@ -66,6 +76,8 @@ pub struct History {
     written: Option<Instant>,
     /// Records were pushed since.
     dirty: bool,
+    /// A standardised target's deviation: records are kept in the target's units.
+    target_std: Option<f64>,
 }
 
 impl History {
@@ -78,6 +90,16 @@ impl History {
             rows: 0,
             written: None,
             dirty: false,
+            target_std: None,
+        }
+    }
+
+    /// Records pushed from now on are converted to the units of a target that was trained
+    /// standardised by `std` ([`SplitRecord::in_target_units`]).
+    pub fn in_target_units(self, std: Option<f64>) -> Self {
+        Self {
+            target_std: std,
+            ..self
         }
     }
 
@@ -90,7 +112,11 @@ impl History {
     }
 
     /// Adds `record`, and writes the file when it is due.
-    pub fn push(&mut self, record: EpochRecord) -> Result<()> {
+    pub fn push(&mut self, mut record: EpochRecord) -> Result<()> {
+        if let Some(std) = self.target_std {
+            record.train = record.train.in_target_units(std);
+            record.valid = record.valid.in_target_units(std);
+        }
         self.records.push(record);
         self.dirty = true;
         match self.written {

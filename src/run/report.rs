@@ -20,6 +20,8 @@ pub struct RunReport {
     pub wall_seconds: f64,
     pub failure: Option<EmberError>,
     pub data_source: String,
+    /// Training rows left out because their label was missing.
+    pub rows_without_label: usize,
     pub params: usize,
     /// Device-to-host reads of this process.
     pub host_reads: usize,

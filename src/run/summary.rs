@@ -34,6 +34,9 @@ pub struct Summary {
     /// The hardware the device is: the GPU's or wgpu adapter's name, or `cpu`.
     pub adapter: String,
     pub data: String,
+    /// Training rows left out because their label was missing (tables with typed columns).
+    #[serde(default)]
+    pub rows_without_label: usize,
     pub params: usize,
     pub epochs_done: usize,
     pub epochs_total: usize,
@@ -90,6 +93,7 @@ impl Summary {
             device: r.device.to_string(),
             adapter: r.adapter.clone(),
             data: r.data_source.clone(),
+            rows_without_label: r.rows_without_label,
             params: r.params,
             epochs_done: h.last().map_or(0, |e| e.epoch),
             epochs_total: r.config.epochs,

@@ -18,6 +18,7 @@ pub mod strategy;
 
 use crate::config::{DataSpec, JobConfig};
 use crate::console::Console;
+use crate::data::columns::ColumnKind;
 use crate::data::{self, HostData, Labels};
 use crate::device::{self, Backends, DeviceRequest};
 use crate::error::Result;
@@ -118,6 +119,7 @@ pub fn run<D: Backends>(
         wall_seconds: started.elapsed().as_secs_f64(),
         failure: log.failure,
         data_source: data.source.clone(),
+        rows_without_label: data.dropped_labels,
         params: trained.params,
         host_reads: device::host_read::count(),
     })
@@ -226,6 +228,21 @@ pub(crate) fn load_data(config: &mut JobConfig, console: &Console) -> Result<Hos
         data.valid.rows(),
         t.elapsed().as_secs_f64()
     ));
+    if let DataSpec::Table(t) = &config.data
+        && let (Some(encoding), Some(columns)) = (&data.encoding, &t.columns)
+    {
+        let ignored = columns
+            .values()
+            .filter(|k| **k == ColumnKind::Ignore)
+            .count();
+        console.line(&data::columns::describe(encoding, ignored));
+    }
+    if data.dropped_labels > 0 {
+        console.line(&format!(
+            "data: {} training rows without a label left out",
+            data.dropped_labels
+        ));
+    }
     Ok(data)
 }
 
@@ -239,6 +256,10 @@ pub(crate) fn resolve_from_data(config: &mut JobConfig, data: &HostData) -> Resu
             if t.features.is_none() {
                 t.features = data.features.clone();
             }
+            if t.encoding.is_none() {
+                t.encoding = data.encoding.clone();
+            }
+            t.target_stats = t.target_stats.or(data.target_stats);
         }
         DataSpec::Images(i) => i.size = data.image_size,
         DataSpec::Idx { .. } => {}

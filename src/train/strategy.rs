@@ -66,6 +66,8 @@ pub struct EmberStrategy<LC: LearningComponentsTypes> {
     pub dropout_seed: Option<u64>,
     /// Scale the gradients to this global norm at most, between backward and the update.
     pub clip_grad_norm: Option<f64>,
+    /// A standardised regression target's deviation: the history is kept in its units.
+    pub target_std: Option<f64>,
     pub early_stopping: Option<EarlyStopping>,
     /// Writes the best epoch's model (`model-best.*`) when early stopping is on.
     pub save_best: Option<SaveBest<LC>>,
@@ -346,6 +348,7 @@ where
             valid,
         };
         history.push(record)?;
+        let record = *history.records().last().expect("just pushed");
         let early_stop = self.keep_best(&model, epoch, history.records())?;
         let stopping = self.stop.requested() && epoch < epochs && !early_stop;
         let last = epoch == epochs || early_stop;
@@ -445,7 +448,8 @@ where
         };
         learner.fork(&self.device);
         let records = self.log.lock().expect("run log lock").history.clone();
-        let mut history = History::new(self.run_dir.join(folder::METRICS), records);
+        let mut history = History::new(self.run_dir.join(folder::METRICS), records)
+            .in_target_units(self.target_std);
         // The one place a failed epoch ends the run.
         for epoch in starting_epoch..=parts.epochs {
             match self.epoch(epoch, &mut learner, &mut parts, &mut history, &mut saves) {

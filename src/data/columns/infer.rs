@@ -1,0 +1,202 @@
+//! `ember init`'s guess of each column's type, from the training file alone, with the reason a
+//! user reads on stderr. A column is ignored only for a stated reason: every cell missing, one
+//! value in every row, an ID (unique per row), or free text.
+
+use super::{ColumnKind, Missing, dates};
+use crate::data::table::TextCsv;
+use std::collections::HashSet;
+
+/// One column as `init` sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inferred {
+    pub name: String,
+    pub kind: ColumnKind,
+    /// Missing cells in the training file.
+    pub missing: usize,
+    /// Its range (numbers, dates) or levels (categories), short.
+    pub values: String,
+    /// Why this type, when it is not plain: a reason to ignore, or what made it a category.
+    pub why: String,
+}
+
+/// Below this many rows, a column unique per row is not taken for an ID.
+const MIN_ID_ROWS: usize = 20;
+
+/// Text cells averaging at least this many words, nearly all different, are free text.
+const FREE_TEXT_WORDS: f64 = 4.0;
+
+/// The spellings of a yes/no column (any letter case).
+const BOOLEANS: [[&str; 2]; 4] = [["yes", "no"], ["true", "false"], ["y", "n"], ["t", "f"]];
+
+/// The type of every column of `csv` but `label`, in the file's order.
+pub fn infer(csv: &TextCsv, label: usize, missing: &Missing) -> Vec<Inferred> {
+    (0..csv.header.len())
+        .filter(|&c| c != label)
+        .map(|c| {
+            let cells: Vec<&str> = csv
+                .texts(c)
+                .map(|(t, _)| t)
+                .filter(|t| !missing.is(t))
+                .collect();
+            let (kind, values, why) = kind_of(&csv.header[c], &cells);
+            Inferred {
+                name: csv.header[c].clone(),
+                kind,
+                missing: csv.records.len() - cells.len(),
+                values,
+                why,
+            }
+        })
+        .collect()
+}
+
+/// A column's type from its present cells, with its values summarised and the reason.
+fn kind_of(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
+    let distinct: HashSet<&str> = cells.iter().copied().collect();
+    if cells.is_empty() {
+        return (
+            ColumnKind::Ignore,
+            String::new(),
+            "every cell is missing".into(),
+        );
+    }
+    if distinct.len() == 1 {
+        let v = format!("\"{}\"", cells[0]);
+        return (ColumnKind::Ignore, v, "the same value in every row".into());
+    }
+    let unique = distinct.len() == cells.len() && cells.len() >= MIN_ID_ROWS;
+    if let Some(numbers) = cells
+        .iter()
+        .map(|c| c.parse::<f64>().ok().filter(|v| v.is_finite()))
+        .collect::<Option<Vec<f64>>>()
+    {
+        let (lo, hi) = numbers
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+                (l.min(*v), h.max(*v))
+            });
+        let range = format!("{} to {}", short(lo), short(hi));
+        if unique && looks_like_id(name, &numbers, lo, hi) {
+            return (
+                ColumnKind::Ignore,
+                range,
+                "an ID: a different integer in every row".into(),
+            );
+        }
+        return (ColumnKind::Numeric, range, String::new());
+    }
+    if let Some(days) = cells
+        .iter()
+        .map(|c| dates::parse(c))
+        .collect::<Option<Vec<i64>>>()
+    {
+        let (lo, hi) = (days.iter().min().unwrap(), days.iter().max().unwrap());
+        let range = format!("{} to {}", dates::format(*lo), dates::format(*hi));
+        return (ColumnKind::Date, range, "ISO 8601 dates".into());
+    }
+    let levels = summary_of_levels(&distinct);
+    let words = cells
+        .iter()
+        .map(|c| c.split_whitespace().count())
+        .sum::<usize>() as f64;
+    if words / cells.len() as f64 >= FREE_TEXT_WORDS && distinct.len() * 2 > cells.len() {
+        return (
+            ColumnKind::Ignore,
+            levels,
+            "free text: many words, nearly all different".into(),
+        );
+    }
+    if unique {
+        return (
+            ColumnKind::Ignore,
+            levels,
+            "an ID or a name: different text in every row".into(),
+        );
+    }
+    if named_like_id(name) && distinct.len() * 2 > cells.len() {
+        let why = "an ID: named so, and mostly different in every row";
+        return (ColumnKind::Ignore, levels, why.into());
+    }
+    let lower: HashSet<String> = distinct.iter().map(|d| d.to_ascii_lowercase()).collect();
+    let why = if BOOLEANS
+        .iter()
+        .any(|pair| lower.iter().all(|l| pair.contains(&l.as_str())))
+    {
+        "yes/no values"
+    } else {
+        "text"
+    };
+    (ColumnKind::Category, levels, why.into())
+}
+
+/// Integers, different in every row, that count up from some start (1, 2, 3, …) or sit in a
+/// column whose name says it is an ID: a row number, not a measurement.
+fn looks_like_id(name: &str, numbers: &[f64], lo: f64, hi: f64) -> bool {
+    let integers = numbers.iter().all(|v| v.fract() == 0.0);
+    let consecutive = hi - lo + 1.0 == numbers.len() as f64;
+    integers && (consecutive || named_like_id(name))
+}
+
+/// `id`, `user_id`, `PassengerId`, `Individual ID`: a name that says the column is an ID.
+fn named_like_id(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower == "id" || lower.ends_with("_id") || name.ends_with("Id") || name.ends_with("ID")
+}
+
+/// `n levels: a, b, c, …`, the first levels sorted by name.
+fn summary_of_levels(distinct: &HashSet<&str>) -> String {
+    let mut names: Vec<&str> = distinct.iter().copied().collect();
+    names.sort_unstable();
+    let shown: Vec<String> = names.iter().take(4).map(|n| clip(n, 16)).collect();
+    let more = if names.len() > 4 { ", …" } else { "" };
+    format!("{} levels: {}{more}", names.len(), shown.join(", "))
+}
+
+fn clip(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// A number with at most 4 decimals, or in scientific notation when it is tiny.
+fn short(v: f64) -> String {
+    if v != 0.0 && v.abs() < 1e-3 {
+        return format!("{v:.3e}");
+    }
+    let s = format!("{v:.4}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The table `init` prints on stderr: each column, its type, missing cells, values and why.
+pub fn table(columns: &[Inferred]) -> String {
+    let name_w = columns
+        .iter()
+        .map(|c| c.name.chars().count())
+        .max()
+        .unwrap_or(6)
+        .clamp(6, 24);
+    let values_w = columns
+        .iter()
+        .map(|c| c.values.chars().count())
+        .max()
+        .unwrap_or(6)
+        .clamp(6, 40);
+    let mut out = format!(
+        "{:name_w$}  {:8}  {:>7}  {:values_w$}  why\n",
+        "column", "type", "missing", "values"
+    );
+    for c in columns {
+        let line = format!(
+            "{:name_w$}  {:8}  {:>7}  {:values_w$}  {}",
+            clip(&c.name, name_w),
+            c.kind.name(),
+            c.missing,
+            clip(&c.values, values_w),
+            c.why
+        );
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}

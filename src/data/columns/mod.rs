@@ -1,0 +1,417 @@
+//! The columns of a real table, typed by `[data.columns]`: each is `numeric`, a `category`, a
+//! `date`, or `ignore`. The training file alone fits each input's [`Encoding`] (its median, its
+//! levels, whether it had missing cells); ember writes the encodings into the run's
+//! `config.toml` (`[[data.encoding]]`), and every later file (validation, test, `eval --data`,
+//! `predict`) is encoded with them, so a row becomes the same inputs wherever it is read.
+//!
+//! A row's inputs, column by column in the training file's order:
+//! - numeric: the value, or the training median where the cell is missing; then, when the
+//!   training file had missing cells in the column, a 0/1 input saying the cell was missing;
+//! - category: one 0/1 input per level seen at least [`MIN_LEVEL_ROWS`] times in training (at
+//!   most [`MAX_LEVELS`], the most frequent), one for a missing cell, and one for any other
+//!   level (rare in training, or never seen);
+//! - date: year, month, day, weekday and day of the year ([`dates::PARTS`]), the training
+//!   median date where the cell is missing, and the same missing input as a numeric column.
+
+pub mod dates;
+pub mod infer;
+
+use super::Matrix;
+use super::table::TextCsv;
+use crate::error::Result;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// A column's type in `[data.columns]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ColumnKind {
+    Numeric,
+    Category,
+    Date,
+    Ignore,
+}
+
+impl ColumnKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ColumnKind::Numeric => "numeric",
+            ColumnKind::Category => "category",
+            ColumnKind::Date => "date",
+            ColumnKind::Ignore => "ignore",
+        }
+    }
+}
+
+/// A level needs this many training rows to get an input of its own; rarer levels share the
+/// "other" input with levels never seen. One row is too few to learn a weight from.
+pub const MIN_LEVEL_ROWS: usize = 3;
+
+/// At most this many levels of a column get inputs of their own (the most frequent). A column
+/// with more levels than this is mostly rare levels: one-hot inputs would be mostly zeros.
+pub const MAX_LEVELS: usize = 64;
+
+/// The cells that mean "missing" when `data.missing_values` is not given (any letter case).
+pub const DEFAULT_MISSING: [&str; 5] = ["", "NA", "NaN", "null", "?"];
+
+/// The spellings of a missing cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Missing(Vec<String>);
+
+impl Missing {
+    pub fn new(spellings: &[String]) -> Missing {
+        Missing(spellings.to_vec())
+    }
+
+    pub fn is(&self, cell: &str) -> bool {
+        self.0.iter().any(|m| m.eq_ignore_ascii_case(cell))
+    }
+}
+
+impl Default for Missing {
+    fn default() -> Missing {
+        Missing(DEFAULT_MISSING.iter().map(|s| s.to_string()).collect())
+    }
+}
+
+/// One input column's encoding, fitted on the training file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Encoding {
+    pub column: String,
+    pub kind: ColumnKind,
+    /// numeric: the training median, put in missing cells. date: the median date, as days since
+    /// 1970-01-01.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fill: Option<f64>,
+    /// numeric, date: an input saying the cell was missing (the training file had some).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub indicator: bool,
+    /// category: the levels with an input of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<Vec<String>>,
+}
+
+impl Encoding {
+    /// The names of this column's inputs, and whether each is a 0/1 input (left unscaled by
+    /// standardisation).
+    pub fn inputs(&self) -> Vec<(String, bool)> {
+        let c = &self.column;
+        let mut inputs: Vec<(String, bool)> = match self.kind {
+            ColumnKind::Numeric => vec![(c.clone(), false)],
+            ColumnKind::Date => dates::PARTS
+                .iter()
+                .map(|p| (format!("{c}.{p}"), false))
+                .collect(),
+            ColumnKind::Category => {
+                let levels = self.levels.as_deref().unwrap_or_default();
+                let mut v: Vec<(String, bool)> =
+                    levels.iter().map(|l| (format!("{c}={l}"), true)).collect();
+                v.push((format!("{c}=(missing)"), true));
+                v.push((format!("{c}=(other)"), true));
+                return v;
+            }
+            ColumnKind::Ignore => Vec::new(),
+        };
+        if self.indicator {
+            inputs.push((format!("{c}.missing"), true));
+        }
+        inputs
+    }
+}
+
+impl Encoding {
+    /// Whether the fields fit the kind (a hand-edited encoding may not).
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let c = &self.column;
+        let fits = match self.kind {
+            ColumnKind::Numeric | ColumnKind::Date => {
+                self.levels.is_none() && self.fill.is_some_and(f64::is_finite)
+            }
+            ColumnKind::Category => self.levels.is_some() && self.fill.is_none() && !self.indicator,
+            ColumnKind::Ignore => false,
+        };
+        match fits {
+            true => Ok(()),
+            false => Err(format!(
+                "\"{c}\" ({}) needs {}",
+                self.kind.name(),
+                match self.kind {
+                    ColumnKind::Category => "levels, and no fill or indicator",
+                    ColumnKind::Ignore => "no encoding",
+                    _ => "a finite fill, and no levels",
+                }
+            )),
+        }
+    }
+}
+
+/// Which inputs of `encodings` are 0/1 (one-hot levels and missing indicators).
+pub fn binary_inputs(encodings: &[Encoding]) -> Vec<bool> {
+    encodings
+        .iter()
+        .flat_map(|e| e.inputs().into_iter().map(|(_, b)| b))
+        .collect()
+}
+
+/// The columns of `csv` that are inputs under `columns` (`[data.columns]`), in the file's
+/// order, with their kinds. Every column but the label (and `skip`) must have a type.
+pub fn typed_inputs(
+    csv: &TextCsv,
+    columns: &std::collections::BTreeMap<String, ColumnKind>,
+    skip: &[String],
+) -> Result<Vec<(usize, ColumnKind)>> {
+    for name in columns.keys() {
+        csv.column(name, "data.columns")?;
+        if skip.contains(name) {
+            return Err(csv.fail(format!(
+                "data.columns gives a type to \"{name}\", the label; it is not an input"
+            )));
+        }
+    }
+    let mut inputs = Vec::new();
+    for (c, name) in csv.header.iter().enumerate() {
+        if skip.contains(name) {
+            continue;
+        }
+        match columns.get(name) {
+            Some(ColumnKind::Ignore) => {}
+            Some(kind) => inputs.push((c, *kind)),
+            None => {
+                return Err(csv.fail(format!(
+                    "column \"{name}\" has no type in data.columns; give it \"numeric\", \"category\", \"date\" or \"ignore\""
+                )));
+            }
+        }
+    }
+    if inputs.is_empty() {
+        return Err(csv.fail("data.columns leaves no input column".to_string()));
+    }
+    Ok(inputs)
+}
+
+/// The encodings of `inputs`, fitted on the rows of `csv` (the training file).
+pub fn fit(
+    csv: &TextCsv,
+    inputs: &[(usize, ColumnKind)],
+    missing: &Missing,
+) -> Result<Vec<Encoding>> {
+    inputs
+        .iter()
+        .map(|&(c, kind)| fit_column(csv, c, kind, missing))
+        .collect()
+}
+
+fn fit_column(csv: &TextCsv, c: usize, kind: ColumnKind, missing: &Missing) -> Result<Encoding> {
+    let name = &csv.header[c];
+    let present: Vec<(&str, u64)> = csv.texts(c).filter(|(t, _)| !missing.is(t)).collect();
+    let indicator = present.len() < csv.records.len();
+    let mut enc = Encoding {
+        column: name.clone(),
+        kind,
+        fill: None,
+        indicator: false,
+        levels: None,
+    };
+    match kind {
+        ColumnKind::Numeric | ColumnKind::Date => {
+            let mut values = present
+                .iter()
+                .map(|&(t, line)| scalar(csv, name, kind, t, line))
+                .collect::<Result<Vec<f64>>>()?;
+            if values.is_empty() {
+                return Err(csv.fail(format!(
+                    "column \"{name}\" ({}) has no value in any row; mark it \"ignore\" in data.columns",
+                    kind.name()
+                )));
+            }
+            enc.fill = Some(median(&mut values, kind));
+            enc.indicator = indicator;
+        }
+        ColumnKind::Category => enc.levels = Some(levels(present.iter().map(|(t, _)| *t))),
+        ColumnKind::Ignore => unreachable!("ignored columns have no encoding"),
+    }
+    Ok(enc)
+}
+
+/// The median of `values` (the lower middle value for a date, which must stay a whole day).
+fn median(values: &mut [f64], kind: ColumnKind) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match (n % 2, kind) {
+        (1, _) | (_, ColumnKind::Date) => values[(n - 1) / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// The levels with inputs of their own: those in at least [`MIN_LEVEL_ROWS`] rows, the
+/// [`MAX_LEVELS`] most frequent of them, sorted by name.
+fn levels<'a>(cells: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for cell in cells {
+        *counts.entry(cell).or_default() += 1;
+    }
+    let mut frequent: Vec<(&str, usize)> = counts
+        .into_iter()
+        .filter(|&(_, n)| n >= MIN_LEVEL_ROWS)
+        .collect();
+    frequent.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    frequent.truncate(MAX_LEVELS);
+    let mut names: Vec<String> = frequent.into_iter().map(|(l, _)| l.to_string()).collect();
+    names.sort();
+    names
+}
+
+/// A numeric cell's value, or a date cell's day; an error names the line, column and cell.
+fn scalar(csv: &TextCsv, name: &str, kind: ColumnKind, cell: &str, line: u64) -> Result<f64> {
+    let value = match kind {
+        ColumnKind::Date => dates::parse(cell).map(|d| d as f64),
+        _ => cell.parse::<f64>().ok().filter(|v| v.is_finite()),
+    };
+    value.ok_or_else(|| {
+        let hint = match kind {
+            ColumnKind::Date => format!("not a date ({})", dates::SPELLINGS),
+            _ => "not a number; if it means a missing cell, add it to data.missing_values".into(),
+        };
+        csv.fail(format!(
+            "line {line}: column \"{name}\" ({}) holds \"{cell}\", {hint}",
+            kind.name()
+        ))
+    })
+}
+
+/// What [`encode`] met that training had not: per column, how many cells had a level never
+/// seen (or too rare) in training.
+#[derive(Debug, Default, PartialEq)]
+pub struct Unseen(pub Vec<(String, usize)>);
+
+impl Unseen {
+    /// One line for stderr, or `None` when every level was known.
+    pub fn line(&self, path: &std::path::Path) -> Option<String> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|(c, n)| format!("{n} in \"{c}\""))
+            .collect();
+        Some(format!(
+            "{}: cells with a category level training had not (or rarely) seen, encoded as (other): {}",
+            path.display(),
+            parts.join(", ")
+        ))
+    }
+}
+
+/// The inputs of every row of `csv` under `encodings`: a row-major matrix, and the count of
+/// levels training had not seen. A column the file lacks is an error; extra columns are not.
+pub fn encode(
+    csv: &TextCsv,
+    encodings: &[Encoding],
+    missing: &Missing,
+) -> Result<(Matrix, Unseen)> {
+    let width: usize = encodings.iter().map(|e| e.inputs().len()).sum();
+    let rows = csv.records.len();
+    let mut values = vec![0.0f32; rows * width];
+    let mut unseen = Unseen::default();
+    let mut offset = 0;
+    for enc in encodings {
+        let c = csv.column(&enc.column, "a column of the run's data.encoding")?;
+        let n = encode_column(csv, c, enc, missing, &mut values[offset..], width)?;
+        if n > 0 {
+            unseen.0.push((enc.column.clone(), n));
+        }
+        offset += enc.inputs().len();
+    }
+    Ok((
+        Matrix {
+            rows,
+            cols: width,
+            values,
+        },
+        unseen,
+    ))
+}
+
+/// Writes column `c`'s inputs into every row of `out` (rows `stride` apart, starting at
+/// `out[0]`); returns how many cells held a level without an input of its own.
+fn encode_column(
+    csv: &TextCsv,
+    c: usize,
+    enc: &Encoding,
+    missing: &Missing,
+    out: &mut [f32],
+    stride: usize,
+) -> Result<usize> {
+    let mut other = 0;
+    let index: HashMap<&str, usize> = enc
+        .levels
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, l)| (l.as_str(), i))
+        .collect();
+    for (r, (cell, line)) in csv.texts(c).enumerate() {
+        let row = &mut out[r * stride..];
+        let absent = missing.is(cell);
+        match enc.kind {
+            ColumnKind::Category => {
+                let slot = match index.get(cell) {
+                    _ if absent => index.len(),
+                    Some(&i) => i,
+                    None => {
+                        other += 1;
+                        index.len() + 1
+                    }
+                };
+                row[slot] = 1.0;
+            }
+            ColumnKind::Numeric | ColumnKind::Date => {
+                let fill = enc.fill.expect("numeric and date encodings have a fill");
+                let v = match absent {
+                    true => fill,
+                    false => scalar(csv, &enc.column, enc.kind, cell, line)?,
+                };
+                let width = if enc.kind == ColumnKind::Date {
+                    row[..dates::PARTS.len()].copy_from_slice(&dates::parts(v as i64));
+                    dates::PARTS.len()
+                } else {
+                    row[0] = v as f32;
+                    1
+                };
+                if enc.indicator {
+                    row[width] = f32::from(u8::from(absent));
+                }
+            }
+            ColumnKind::Ignore => unreachable!("ignored columns have no encoding"),
+        }
+    }
+    Ok(other)
+}
+
+/// One line on what the inputs are made of, for the training log.
+pub fn describe(encodings: &[Encoding], ignored: usize) -> String {
+    let mut parts = Vec::new();
+    for kind in [ColumnKind::Numeric, ColumnKind::Category, ColumnKind::Date] {
+        let of_kind: Vec<&Encoding> = encodings.iter().filter(|e| e.kind == kind).collect();
+        if of_kind.is_empty() {
+            continue;
+        }
+        let inputs: usize = of_kind.iter().map(|e| e.inputs().len()).sum();
+        let indicators = of_kind.iter().filter(|e| e.indicator).count();
+        let mut part = format!("{} {} -> {inputs}", of_kind.len(), kind.name());
+        if indicators > 0 {
+            part += &format!(" (missing cells in {indicators})");
+        }
+        parts.push(part);
+    }
+    let total: usize = encodings.iter().map(|e| e.inputs().len()).sum();
+    format!(
+        "inputs: {} = {total} inputs; {ignored} columns ignored",
+        parts.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests;

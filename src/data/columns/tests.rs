@@ -1,0 +1,259 @@
+use super::infer::infer;
+use super::*;
+use crate::data::table::read_text;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// `text` as a CSV file named `name`, in a folder of its own (tests run in parallel and share
+/// names).
+fn csv(name: &str, text: &str) -> TextCsv {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("ember-columns-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    read_text(&path).unwrap()
+}
+
+fn typed(pairs: &[(&str, ColumnKind)]) -> BTreeMap<String, ColumnKind> {
+    pairs.iter().map(|(n, k)| (n.to_string(), *k)).collect()
+}
+
+const TABLE: &str = "age,sex,when,y\n\
+    30,f,2024-01-01,a\n\
+    ,m,2024-01-02,b\n\
+    50,f,,a\n\
+    NA,f,2024-01-08,b\n\
+    10,m,2024-01-03,a\n\
+    20,m,2024-01-04,b\n";
+
+fn fitted() -> (TextCsv, Vec<Encoding>) {
+    use ColumnKind::*;
+    let t = csv("t.csv", TABLE);
+    let cols = typed(&[("age", Numeric), ("sex", Category), ("when", Date)]);
+    let inputs = typed_inputs(&t, &cols, &["y".into()]).unwrap();
+    let enc = fit(&t, &inputs, &Missing::default()).unwrap();
+    (t, enc)
+}
+
+#[test]
+fn fits_medians_indicators_and_levels_on_the_training_rows() {
+    let (_, enc) = fitted();
+    assert_eq!(enc[0].fill, Some(25.0)); // median of 10, 20, 30, 50
+    assert!(enc[0].indicator);
+    assert_eq!(
+        enc[1].levels.as_deref(),
+        Some(&["f".to_string(), "m".to_string()][..])
+    );
+    assert!(!enc[1].indicator);
+    // The lower middle of five dates: 2024-01-03.
+    assert_eq!(
+        enc[2].fill,
+        Some(dates::parse("2024-01-03").unwrap() as f64)
+    );
+    let names: Vec<String> = enc
+        .iter()
+        .flat_map(|e| e.inputs())
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "age",
+            "age.missing",
+            "sex=f",
+            "sex=m",
+            "sex=(missing)",
+            "sex=(other)",
+            "when.year",
+            "when.month",
+            "when.day",
+            "when.weekday",
+            "when.yearday",
+            "when.missing"
+        ]
+    );
+    assert_eq!(
+        binary_inputs(&enc),
+        [
+            false, true, true, true, true, true, false, false, false, false, false, true
+        ]
+    );
+}
+
+#[test]
+fn encodes_missing_cells_and_unseen_levels_without_error() {
+    let (_, enc) = fitted();
+    let later = csv("later.csv", "id,when,sex,age\n7,2024-02-29,x,\n8,?,,61.5\n");
+    let (m, unseen) = encode(&later, &enc, &Missing::default()).unwrap();
+    assert_eq!(m.cols, 12);
+    #[rustfmt::skip]
+    let want = [
+        25.0, 1.0, 0.0, 0.0, 0.0, 1.0, 2024.0, 2.0, 29.0, 3.0, 60.0, 0.0,
+        61.5, 0.0, 0.0, 0.0, 1.0, 0.0, 2024.0, 1.0, 3.0, 2.0, 3.0, 1.0,
+    ];
+    assert_eq!(m.values, want);
+    assert_eq!(unseen, Unseen(vec![("sex".into(), 1)]));
+    let line = unseen.line(Path::new("later.csv")).unwrap();
+    assert!(line.ends_with("(other): 1 in \"sex\""), "{line}");
+}
+
+#[test]
+fn rare_levels_share_the_other_input() {
+    let mut text = String::from("c,y\n");
+    for (level, n) in [("a", 5), ("b", 3), ("c", 2), ("d", 1)] {
+        for _ in 0..n {
+            text += &format!("{level},1\n");
+        }
+    }
+    let t = csv("rare.csv", &text);
+    let enc = fit(&t, &[(0, ColumnKind::Category)], &Missing::default()).unwrap();
+    assert_eq!(enc[0].levels.as_deref().unwrap(), ["a", "b"]);
+    let (m, unseen) = encode(&t, &enc, &Missing::default()).unwrap();
+    let other: f32 = (0..m.rows).map(|r| m.row(r)[3]).sum();
+    assert_eq!(other, 3.0);
+    assert_eq!(unseen.0, [("c".to_string(), 3)]);
+}
+
+#[test]
+fn bad_cells_and_untyped_columns_name_what_is_wrong() {
+    use ColumnKind::*;
+    let t = csv("bad.csv", "a,d,y\n1,2024-01-01,0\nabc,2024-13-01,1\n");
+    let err = fit(&t, &[(0, Numeric)], &Missing::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("bad.csv: line 3: column \"a\" (numeric) holds \"abc\""),
+        "{err}"
+    );
+    let err = fit(&t, &[(1, Date)], &Missing::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("line 3: column \"d\" (date) holds \"2024-13-01\", not a date"),
+        "{err}"
+    );
+    let err = typed_inputs(&t, &typed(&[("a", Numeric)]), &["y".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("column \"d\" has no type in data.columns"),
+        "{err}"
+    );
+    let err = typed_inputs(&t, &typed(&[("y", Numeric)]), &["y".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("gives a type to \"y\", the label"), "{err}");
+    let t = csv("empty.csv", "a,y\n,0\nNA,1\n");
+    let err = fit(&t, &[(0, Numeric)], &Missing::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("\"a\" (numeric) has no value in any row"),
+        "{err}"
+    );
+    // A spelling of missing of the user's own.
+    let t = csv("own.csv", "a,y\n-999,0\n3,1\n");
+    let missing = Missing::new(&["-999".to_string()]);
+    let enc = fit(&t, &[(0, Numeric)], &missing).unwrap();
+    assert_eq!((enc[0].fill, enc[0].indicator), (Some(3.0), true));
+}
+
+#[test]
+fn infers_types_with_reasons() {
+    let mut text = String::from("id,num,flag,colour,when,note,name,same,empty,y\n");
+    for i in 0..30 {
+        let num = if i % 7 == 0 {
+            "NA".to_string()
+        } else {
+            format!("{}.5", i % 9)
+        };
+        let flag = ["yes", "No"][i % 2];
+        let colour = ["red", "green", "blue"][i % 3];
+        let note = format!("a long remark number {i} about things");
+        writeln_row(
+            &mut text,
+            &[
+                &(100 + i).to_string(),
+                &num,
+                flag,
+                colour,
+                &format!("2024-03-{:02}", i + 1),
+                &note,
+                &format!("person{i}"),
+                "k",
+                "",
+                "0",
+            ],
+        );
+    }
+    let t = csv("infer.csv", &text);
+    let got = infer(&t, 9, &Missing::default());
+    let kinds: Vec<(&str, ColumnKind, usize)> = got
+        .iter()
+        .map(|c| (c.name.as_str(), c.kind, c.missing))
+        .collect();
+    use ColumnKind::*;
+    assert_eq!(
+        kinds,
+        [
+            ("id", Ignore, 0),
+            ("num", Numeric, 5),
+            ("flag", Category, 0),
+            ("colour", Category, 0),
+            ("when", Date, 0),
+            ("note", Ignore, 0),
+            ("name", Ignore, 0),
+            ("same", Ignore, 0),
+            ("empty", Ignore, 30)
+        ]
+    );
+    let why: Vec<&str> = got.iter().map(|c| c.why.as_str()).collect();
+    assert_eq!(why[0], "an ID: a different integer in every row");
+    assert_eq!(why[2], "yes/no values");
+    assert_eq!(why[5], "free text: many words, nearly all different");
+    assert_eq!(why[6], "an ID or a name: different text in every row");
+    assert_eq!(why[7], "the same value in every row");
+    assert_eq!(got[1].values, "0.5 to 8.5");
+    assert_eq!(got[4].values, "2024-03-01 to 2024-03-30");
+    let table = super::infer::table(&got);
+    assert!(
+        table.starts_with("column  type      missing  values"),
+        "{table}"
+    );
+    assert!(
+        table.contains("num     numeric         5  0.5 to 8.5"),
+        "{table}"
+    );
+}
+
+fn writeln_row(text: &mut String, cells: &[&str]) {
+    text.push_str(&cells.join(","));
+    text.push('\n');
+}
+
+#[test]
+fn describes_what_each_type_contributes() {
+    let (_, enc) = fitted();
+    assert_eq!(
+        describe(&enc, 2),
+        "inputs: 1 numeric -> 2 (missing cells in 1), 1 category -> 4, 1 date -> 6 (missing cells in 1) = 12 inputs; 2 columns ignored"
+    );
+}
+
+#[test]
+fn a_hand_edited_encoding_must_fit_its_kind() {
+    let (_, mut enc) = fitted();
+    assert!(enc.iter().all(|e| e.check().is_ok()));
+    enc[0].fill = None;
+    assert!(
+        enc[0]
+            .check()
+            .unwrap_err()
+            .contains("\"age\" (numeric) needs a finite fill")
+    );
+    enc[1].fill = Some(1.0);
+    assert!(enc[1].check().is_err());
+}

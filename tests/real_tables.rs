@@ -1,0 +1,401 @@
+//! Real tables through the CLI: text categories, missing cells, dates and ID columns, typed by
+//! `[data.columns]`. Generated tables whose answer sits in one kind of column (a category, a
+//! column's missingness, a date's weekday) must be learned from it; the Palmer penguins tables
+//! (examples/) must draft, train and predict as `ember init` leaves them.
+
+mod common;
+
+use common::{bad_input, config, ember, ok, path_str, scratch, stderr, stdout};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// A small deterministic generator (64-bit LCG), uniform in [0, 1).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[(self.next() * from.len() as f64) as usize]
+    }
+}
+
+const CITIES: [&str; 5] = ["Oslo", "Lima", "Pune", "Kobe", "Rome"];
+
+/// The job `ember init` drafts for `csv`, with `epochs` set; its stderr too.
+fn drafted(dir: &Path, csv: &Path, label: &str, epochs: usize) -> (PathBuf, String) {
+    let out = ember(&["init", "--csv", path_str(csv), "--label", label]);
+    ok(&out);
+    let job = stdout(&out).replace("epochs = 20", &format!("epochs = {epochs}"));
+    (config(dir, "job.toml", &job), stderr(&out))
+}
+
+/// The last validation accuracy of a run.
+fn valid_accuracy(run: &Path) -> f64 {
+    let text = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let at = header.iter().position(|h| *h == "accuracy").unwrap();
+    let last = text
+        .lines()
+        .filter(|l| l.contains(",valid,"))
+        .last()
+        .unwrap();
+    last.split(',').nth(at).unwrap().parse().unwrap()
+}
+
+fn train(cfg: &Path, run: &Path) -> std::process::Output {
+    common::train_on_cpu(cfg, run, &[])
+}
+
+/// Rows whose class is the city's (two cities per class), with a noise column that has empty
+/// cells and a label missing in every 50th row.
+fn city_table(path: &Path, rows: usize, seed: u64) {
+    let mut rng = Lcg(seed);
+    let mut text = String::from("id,noise,city,label\n");
+    for i in 0..rows {
+        let city = rng.pick(&CITIES);
+        let class = ["north", "south", "east"][CITIES.iter().position(|c| *c == city).unwrap() % 3];
+        let noise = match rng.next() < 0.2 {
+            true => String::new(),
+            false => format!("{:.3}", rng.next()),
+        };
+        let label = if i % 50 == 49 { "NA" } else { class };
+        writeln!(text, "{},{noise},{city},{label}", 5000 + i).unwrap();
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn a_text_category_alone_decides_the_class() {
+    let dir = scratch("tables-city");
+    let data = dir.join("cities.csv");
+    city_table(&data, 800, 1);
+    let (cfg, why) = drafted(&dir, &data, "label", 12);
+    let job = std::fs::read_to_string(&cfg).unwrap();
+    for line in [
+        "[data.columns]",
+        "id = \"ignore\"  # an ID: a different integer in every row",
+        "noise = \"numeric\"",
+        "city = \"category\"",
+    ] {
+        assert!(job.contains(line), "{line:?} not in\n{job}");
+    }
+    assert!(
+        why.contains("16 rows without a label will be left out"),
+        "{why}"
+    );
+    assert!(
+        why.contains("city    category        0  5 levels: Kobe, Lima, Oslo, Pune, …"),
+        "{why}"
+    );
+    let run = dir.join("run");
+    let out = train(&cfg, &run);
+    ok(&out);
+    let acc = valid_accuracy(&run);
+    assert!(acc >= 0.99, "valid accuracy {acc}");
+    let resolved = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(resolved.contains("[[data.encoding]]"), "{resolved}");
+    assert!(
+        resolved.contains("levels = [\"Kobe\", \"Lima\", \"Oslo\", \"Pune\", \"Rome\"]"),
+        "{resolved}"
+    );
+    let summary = std::fs::read_to_string(run.join("summary.json")).unwrap();
+    assert!(summary.contains("\"rows_without_label\": 16"), "{summary}");
+
+    // Predict on rows with an unseen city, a missing city and missing noise: answers, no error;
+    // --keep copies the id into the output.
+    let new = config(
+        &dir,
+        "new.csv",
+        "label,city,noise,id\n,Oslo,,1\n,Paris,0.5,2\n,,,3\nsouth,Lima,0.1,4\n",
+    );
+    let out = ember(&[
+        "predict",
+        path_str(&run),
+        "--input",
+        path_str(&new),
+        "--keep",
+        "id",
+        "--device",
+        "cpu",
+    ]);
+    ok(&out);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "id,class,p_east,p_north,p_south");
+    assert!(lines[1].starts_with("1,north,"), "{text}");
+    assert!(lines[4].starts_with("4,south,"), "{text}");
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(
+        stderr(&out).contains("encoded as (other): 1 in \"city\""),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_missing_indicator_carries_a_label_decided_by_missingness() {
+    let dir = scratch("tables-missingness");
+    let mut rng = Lcg(7);
+    let mut text = String::from("x,z,y\n");
+    for _ in 0..900 {
+        let gone = rng.next() < 0.5;
+        let x = if gone {
+            "?".to_string()
+        } else {
+            format!("{:.2}", rng.next())
+        };
+        writeln!(
+            text,
+            "{x},{:.2},{}",
+            rng.next(),
+            ["kept", "lost"][usize::from(gone)]
+        )
+        .unwrap();
+    }
+    let data = config(&dir, "gone.csv", &text);
+    let (cfg, _) = drafted(&dir, &data, "y", 10);
+    let run = dir.join("run");
+    ok(&train(&cfg, &run));
+    let acc = valid_accuracy(&run);
+    assert!(acc >= 0.99, "valid accuracy {acc}");
+    // eval --json: the binary report's ROC AUC and per-class support.
+    let eval = ember(&["eval", path_str(&run), "--json", "--device", "cpu"]);
+    ok(&eval);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&eval)).unwrap();
+    assert_eq!(json["evaluated"], "valid");
+    let auc = json["report"]["roc_auc"].as_f64().unwrap();
+    assert!(auc >= 0.99, "ROC AUC {auc}");
+    let support: u64 = (0..2)
+        .map(|c| json["report"]["classes"][c]["support"].as_u64().unwrap())
+        .sum();
+    assert_eq!(support, json["rows"].as_u64().unwrap());
+}
+
+#[test]
+fn a_dates_weekday_decides_the_label() {
+    let dir = scratch("tables-weekday");
+    let mut rng = Lcg(3);
+    let mut text = String::from("day,amount,kind\n");
+    // Days from 2021-01-04 (a Monday) on, in ISO date-times.
+    for _ in 0..1000 {
+        let offset = (rng.next() * 700.0) as i64;
+        let (y, m, d) = civil(18_631 + offset);
+        let weekend = offset % 7 >= 5;
+        writeln!(
+            text,
+            "{y:04}-{m:02}-{d:02}T10:00:00,{:.1},{}",
+            rng.next() * 100.0,
+            ["weekday", "weekend"][usize::from(weekend)]
+        )
+        .unwrap();
+    }
+    let data = config(&dir, "days.csv", &text);
+    let (cfg, why) = drafted(&dir, &data, "kind", 25);
+    assert!(why.contains("day     date"), "{why}");
+    let run = dir.join("run");
+    ok(&train(&cfg, &run));
+    let acc = valid_accuracy(&run);
+    assert!(acc >= 0.99, "valid accuracy {acc}");
+}
+
+/// Year, month, day of a count of days since 1970-01-01.
+fn civil(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[test]
+fn the_raw_penguins_table_drafts_trains_and_predicts() {
+    let dir = scratch("tables-penguins");
+    let data = common::root().join("examples/penguins-raw.csv");
+    let (cfg, why) = drafted(&dir, &data, "Species", 30);
+    let job = std::fs::read_to_string(&cfg).unwrap();
+    for line in [
+        "\"Individual ID\" = \"ignore\"  # an ID: named so, and mostly different in every row",
+        "Comments = \"category\"",
+        "Region = \"ignore\"  # the same value in every row",
+        "\"Date Egg\" = \"date\"",
+        "\"Clutch Completion\" = \"category\"  # yes/no values",
+        "Sex = \"category\"",
+        "\"Culmen Length (mm)\" = \"numeric\"",
+    ] {
+        assert!(job.contains(line), "{line:?} not in\n{job}");
+    }
+    assert!(why.contains("inferred task = \"classification\""), "{why}");
+    let run = dir.join("run");
+    let out = train(&cfg, &run);
+    ok(&out);
+    let acc = valid_accuracy(&run);
+    assert!(acc >= 0.97, "valid accuracy {acc}");
+
+    // eval --data and predict read the same file with the run's encoding.
+    let eval = ember(&[
+        "eval",
+        path_str(&run),
+        "--data",
+        path_str(&data),
+        "--device",
+        "cpu",
+    ]);
+    ok(&eval);
+    let report = stdout(&eval);
+    assert!(
+        report.contains("penguins-raw.csv: loss") && report.contains("(344 rows"),
+        "{report}"
+    );
+    for part in [
+        "class",
+        "precision  recall     f1  support",
+        "confusion (rows: true class",
+    ] {
+        assert!(report.contains(part), "{part:?} not in\n{report}");
+    }
+    let predict = ember(&[
+        "predict",
+        path_str(&run),
+        "--input",
+        path_str(&data),
+        "--keep",
+        "Individual ID",
+        "--device",
+        "cpu",
+    ]);
+    ok(&predict);
+    let text = stdout(&predict);
+    assert!(text.starts_with("Individual ID,class,"), "{text}");
+    assert_eq!(text.lines().count(), 345);
+}
+
+#[test]
+fn bad_typed_tables_get_one_line() {
+    let dir = scratch("tables-bad");
+    let data = config(
+        &dir,
+        "d.csv",
+        "when,n,y\n2024-01-01,1,a\n2024-02-30,2,b\n2024-01-03,3,a\n",
+    );
+    let job = |columns: &str| {
+        let text = format!(
+            "task = \"classification\"\nepochs = 1\n[data]\ncsv = \"{}\"\nlabel = \"y\"\n[data.columns]\n{columns}\n[model]\nhidden = [8]\n[adam]\nlr = 0.01\n",
+            data.display()
+        );
+        config(&dir, "bad.toml", &text)
+    };
+    let run = dir.join("run");
+    bad_input(
+        &train(&job("when = \"date\"\nn = \"numeric\""), &run),
+        "d.csv: line 3: column \"when\" (date) holds \"2024-02-30\", not a date",
+    );
+    bad_input(
+        &train(&job("n = \"numeric\""), &run),
+        "column \"when\" has no type in data.columns",
+    );
+    bad_input(
+        &train(
+            &job("when = \"ignore\"\nn = \"numeric\"\nheight = \"numeric\""),
+            &run,
+        ),
+        "no column named \"height\" (data.columns)",
+    );
+    bad_input(
+        &train(&job("when = \"ignore\"\nn = \"text\""), &run),
+        "unknown variant `text`",
+    );
+    assert!(!run.join("model.mpk").exists());
+}
+
+/// The last validation row's `column` in a run's metrics.csv.
+fn valid_metric(run: &Path, column: &str) -> f64 {
+    let text = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let at = header.iter().position(|h| *h == column).unwrap();
+    let last = text
+        .lines()
+        .filter(|l| l.contains(",valid,"))
+        .last()
+        .unwrap();
+    last.split(',').nth(at).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_target_in_dollars_trains_standardised_and_reports_in_dollars() {
+    let dir = scratch("tables-dollars");
+    let mut rng = Lcg(11);
+    let mut text = String::from("size,city,price\n");
+    for _ in 0..1200 {
+        let size = 40.0 + 160.0 * rng.next();
+        let city = rng.pick(&CITIES);
+        let premium = 40_000.0 * CITIES.iter().position(|c| *c == city).unwrap() as f64;
+        let price = 80_000.0 + 2_500.0 * size + premium + 5_000.0 * (rng.next() - 0.5);
+        writeln!(text, "{size:.1},{city},{price:.0}").unwrap();
+    }
+    let data = config(&dir, "homes.csv", &text);
+    let (cfg, why) = drafted(&dir, &data, "price", 40);
+    assert!(why.contains("inferred task = \"regression\""), "{why}");
+    assert!(
+        std::fs::read_to_string(&cfg)
+            .unwrap()
+            .contains("standardize_target = true")
+    );
+    let run = dir.join("run");
+    ok(&train(&cfg, &run));
+    let r2 = valid_metric(&run, "r2");
+    assert!(r2 >= 0.97, "valid R² {r2}");
+    // The loss and MAE are in dollars: a standard deviation of about 130,000 dollars, an R²
+    // near 1, so an MAE of thousands and a mean squared error of millions.
+    let (mse, mae) = (valid_metric(&run, "loss"), valid_metric(&run, "mae"));
+    assert!(mae > 300.0 && mae < 20_000.0, "MAE {mae}");
+    assert!(mse > mae * mae, "MSE {mse}, MAE {mae}");
+    let resolved = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(resolved.contains("target_std = "), "{resolved}");
+
+    let eval = ember(&["eval", path_str(&run), "--device", "cpu"]);
+    ok(&eval);
+    let line = stdout(&eval);
+    let loss: f64 = line
+        .split("loss ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (loss / mse - 1.0).abs() < 1e-3,
+        "eval loss {loss}, last valid loss {mse}"
+    );
+
+    let homes = config(&dir, "new.csv", "size,city\n100,Oslo\n100,Rome\n");
+    let out = ember(&[
+        "predict",
+        path_str(&run),
+        "--input",
+        path_str(&homes),
+        "--device",
+        "cpu",
+    ]);
+    ok(&out);
+    let values: Vec<f64> = stdout(&out)
+        .lines()
+        .skip(1)
+        .map(|l| l.parse().unwrap())
+        .collect();
+    // 80,000 + 250,000, and Rome's 160,000 more.
+    assert!((values[0] - 330_000.0).abs() < 15_000.0, "{values:?}");
+    assert!((values[1] - 490_000.0).abs() < 15_000.0, "{values:?}");
+}
