@@ -3,22 +3,9 @@
 
 mod common;
 
-use common::{bad_input, config, ember, ok, path_str, scratch, stdout};
+use common::{Lcg, bad_input, config, ember, ok, path_str, scratch, stdout};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-
-/// A small deterministic generator (64-bit LCG), uniform in [0, 1).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 const ANIMALS: [&str; 3] = ["emu", "cat", "dog"];
 

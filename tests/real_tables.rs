@@ -5,25 +5,14 @@
 
 mod common;
 
-use common::{bad_input, config, ember, ok, path_str, scratch, stderr, stdout};
+use common::{Lcg, bad_input, config, ember, ok, path_str, scratch, stderr, stdout};
+use ember::data::columns::dates::civil_from_days as civil;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// A small deterministic generator (64-bit LCG), uniform in [0, 1).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        from[(self.next() * from.len() as f64) as usize]
-    }
+/// One of `from`, uniformly.
+fn pick<'a>(rng: &mut Lcg, from: &[&'a str]) -> &'a str {
+    from[(rng.next() * from.len() as f64) as usize]
 }
 
 const CITIES: [&str; 5] = ["Oslo", "Lima", "Pune", "Kobe", "Rome"];
@@ -38,14 +27,15 @@ fn drafted(dir: &Path, csv: &Path, label: &str, epochs: usize) -> (PathBuf, Stri
 
 /// The last validation accuracy of a run.
 fn valid_accuracy(run: &Path) -> f64 {
+    valid_metric(run, "accuracy")
+}
+
+/// The last validation row's `column` in a run's metrics.csv.
+fn valid_metric(run: &Path, column: &str) -> f64 {
     let text = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
     let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
-    let at = header.iter().position(|h| *h == "accuracy").unwrap();
-    let last = text
-        .lines()
-        .filter(|l| l.contains(",valid,"))
-        .last()
-        .unwrap();
+    let at = header.iter().position(|h| *h == column).unwrap();
+    let last = text.lines().rfind(|l| l.contains(",valid,")).unwrap();
     last.split(',').nth(at).unwrap().parse().unwrap()
 }
 
@@ -59,7 +49,7 @@ fn city_table(path: &Path, rows: usize, seed: u64) {
     let mut rng = Lcg(seed);
     let mut text = String::from("id,noise,city,label\n");
     for i in 0..rows {
-        let city = rng.pick(&CITIES);
+        let city = pick(&mut rng, &CITIES);
         let class = ["north", "south", "east"][CITIES.iter().position(|c| *c == city).unwrap() % 3];
         let noise = match rng.next() < 0.2 {
             true => String::new(),
@@ -205,19 +195,6 @@ fn a_dates_weekday_decides_the_label() {
     assert!(acc >= 0.99, "valid accuracy {acc}");
 }
 
-/// Year, month, day of a count of days since 1970-01-01.
-fn civil(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
 #[test]
 fn the_raw_penguins_table_drafts_trains_and_predicts() {
     let dir = scratch("tables-penguins");
@@ -318,19 +295,6 @@ fn bad_typed_tables_get_one_line() {
     assert!(!run.join("model.mpk").exists());
 }
 
-/// The last validation row's `column` in a run's metrics.csv.
-fn valid_metric(run: &Path, column: &str) -> f64 {
-    let text = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
-    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
-    let at = header.iter().position(|h| *h == column).unwrap();
-    let last = text
-        .lines()
-        .filter(|l| l.contains(",valid,"))
-        .last()
-        .unwrap();
-    last.split(',').nth(at).unwrap().parse().unwrap()
-}
-
 #[test]
 fn a_target_in_dollars_trains_standardised_and_reports_in_dollars() {
     let dir = scratch("tables-dollars");
@@ -338,7 +302,7 @@ fn a_target_in_dollars_trains_standardised_and_reports_in_dollars() {
     let mut text = String::from("size,city,price\n");
     for _ in 0..1200 {
         let size = 40.0 + 160.0 * rng.next();
-        let city = rng.pick(&CITIES);
+        let city = pick(&mut rng, &CITIES);
         let premium = 40_000.0 * CITIES.iter().position(|c| *c == city).unwrap() as f64;
         let price = 80_000.0 + 2_500.0 * size + premium + 5_000.0 * (rng.next() - 0.5);
         writeln!(text, "{size:.1},{city},{price:.0}").unwrap();

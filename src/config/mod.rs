@@ -216,6 +216,9 @@ pub struct Standardization {
 
 /// Where a job's data comes from, checked.
 #[derive(Debug, Clone, PartialEq)]
+// One per job, never in a collection: the table's size (its typed columns and encodings) costs
+// nothing, and a box would only add a deref to every match.
+#[allow(clippy::large_enum_variant)]
 pub enum DataSpec {
     Idx {
         /// Explicit folder; `None` searches `datasets/fashion-mnist` then the Debian location.

@@ -143,3 +143,16 @@ pub fn losses(run: &Path) -> Vec<(f64, f64, Option<f64>)> {
 pub fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// A small deterministic generator (64-bit LCG), uniform in [0, 1).
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}

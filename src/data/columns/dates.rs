@@ -13,7 +13,7 @@ pub const SPELLINGS: &str = "YYYY-MM-DD or YYYY/MM/DD, optionally followed by a 
 /// does not exist (2023-02-30).
 pub fn parse(cell: &str) -> Option<i64> {
     let date = match cell.find(['T', ' ']) {
-        Some(at) if at == 10 => &cell[..10],
+        Some(10) => &cell[..10],
         Some(_) => return None,
         None => cell,
     };
