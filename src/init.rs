@@ -250,6 +250,9 @@ pub fn from_images(dir: &Path) -> Result<Draft> {
 }
 
 #[cfg(test)]
+mod mutated_files;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -70,6 +70,16 @@ pub fn read_text(path: &Path) -> Result<TextCsv> {
     if header.iter().all(String::is_empty) {
         return Err(fail("empty file: expected a header row".into()));
     }
+    if let Some(twice) = header
+        .iter()
+        .enumerate()
+        .find(|(i, h)| header[..*i].contains(h))
+    {
+        return Err(fail(format!(
+            "the header names column \"{}\" twice; rename one",
+            twice.1
+        )));
+    }
     let (mut records, mut lines) = (Vec::new(), Vec::new());
     for record in reader.records() {
         let record = record.map_err(|e| fail(csv_reason(&e)))?;
@@ -463,6 +473,16 @@ mod tests {
         }
         assert_eq!(delimiter_of(b"\"x;y\",z"), b',');
         assert_eq!(delimiter_of(b"one"), b',');
+    }
+
+    #[test]
+    fn a_header_naming_a_column_twice_is_an_error() {
+        let p = file("twice.csv", "a,b,a\n1,2,3\n");
+        let err = read_text(&p).err().unwrap().to_string();
+        assert!(
+            err.contains("twice.csv: the header names column \"a\" twice; rename one"),
+            "{err}"
+        );
     }
 
     #[test]
