@@ -126,6 +126,14 @@ enum Command {
     Bench(BenchArgs),
     /// Version, backends compiled in, devices found.
     Info,
+    /// A shell's completions for ember, to stdout (for example
+    /// `ember completions bash > ~/.local/share/bash-completion/completions/ember`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// ember's man page (roff), to stdout: `ember man > ember.1; man ./ember.1`.
+    Man,
     /// Many trials of one job (seeds, a grid, random draws): `ember sweep plan SWEEP.toml`.
     Sweep {
         #[command(subcommand)]
@@ -276,6 +284,30 @@ fn main() {
     }
 }
 
+/// `shell`'s completion script for ember, made in memory: clap_complete panics on a write
+/// error, such as a closed pipe.
+fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    let mut cli = <Cli as clap::CommandFactory>::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cli, "ember", &mut script);
+    script
+}
+
+/// ember's man page, as roff.
+fn man_page() -> Vec<u8> {
+    let page = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
+    let mut roff = Vec::new();
+    page.render(&mut roff)
+        .expect("rendering into memory cannot fail");
+    roff
+}
+
+/// Writes `bytes` to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(bytes: &[u8]) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(bytes);
+}
+
 /// `ember init`: the drafted job file on stdout, and why on stderr.
 fn init(csv: Option<PathBuf>, label: Option<String>, images: Option<PathBuf>) -> Result<()> {
     let draft = match (csv, label, images) {
@@ -389,6 +421,14 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
         Command::Sweep { action } => vec![sweep(action, cli.threads, console)?],
         Command::Init { csv, label, images } => {
             init(csv, label, images)?;
+            vec![]
+        }
+        Command::Completions { shell } => {
+            write_stdout(&completions(shell));
+            vec![]
+        }
+        Command::Man => {
+            write_stdout(&man_page());
             vec![]
         }
         Command::Info => std::iter::once(format!("ember {VERSION} (Burn {})", ember::BURN_VERSION))

@@ -291,3 +291,50 @@ fn sweep_plan_lists_numbered_trials_and_their_units() {
     let bad = ember(&["sweep", "plan", path_str(&sweep), "--set", "epochs=zero"]);
     bad_input(&bad, "trial 0: --set epochs=zero: invalid type");
 }
+
+/// Completions for each shell and the man page come from the same clap definitions as the
+/// commands: each names a flag a command has (eval's `--json`, predict's `--keep`).
+#[test]
+fn completions_and_the_man_page_are_generated_from_the_commands() {
+    for (shell, mark) in [
+        ("bash", "_ember()"),
+        ("zsh", "#compdef ember"),
+        ("fish", "complete -c ember"),
+    ] {
+        let o = ember(&["completions", shell]);
+        ok(&o);
+        let text = stdout(&o);
+        assert!(
+            text.contains(mark),
+            "{shell}: {mark:?} not in its completions"
+        );
+        assert!(text.contains("keep") && text.contains("json"), "{shell}");
+    }
+    let o = ember(&["man"]);
+    ok(&o);
+    let page = stdout(&o);
+    assert!(
+        page.starts_with(".ie \\n(.g .ds Aq") || page.contains(".TH ember"),
+        "{page}"
+    );
+    assert!(
+        page.contains("completions") && page.contains("predict"),
+        "{page}"
+    );
+    // A reader that stops early (`| head -1`) closes the pipe: no panic.
+    let mut child = std::process::Command::new(bin())
+        .args(["completions", "bash"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    let o = ember(&["completions", "tcsh"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "an unknown shell is a usage error"
+    );
+}
