@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Lcg, bad_input, config, ember, ok, path_str, scratch, stdout};
+use common::{Lcg, bad_input, config, ember, last_valid, ok, path_str, scratch, stdout};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -21,27 +21,6 @@ fn blobs(path: &Path, rows: usize, seed: u64) {
         writeln!(text, "{},{x1:.4},{},{x2:.4}", 1000 + i, ANIMALS[c]).unwrap();
     }
     std::fs::write(path, text).unwrap();
-}
-
-/// The valid rows of a run's metrics.csv, as maps from column name to cell.
-fn valid_rows(run: &Path) -> Vec<std::collections::HashMap<String, String>> {
-    let text = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
-    lines
-        .map(|l| {
-            header
-                .iter()
-                .cloned()
-                .zip(l.split(',').map(String::from))
-                .collect()
-        })
-        .filter(|row: &std::collections::HashMap<String, String>| row["split"] == "valid")
-        .collect()
-}
-
-fn last_valid(run: &Path, column: &str) -> f64 {
-    valid_rows(run).last().unwrap()[column].parse().unwrap()
 }
 
 fn train(cfg: &Path, out: &Path, extra: &[&str]) -> std::process::Output {

@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::{Lcg, bad_input, config, ember, ok, path_str, scratch, stderr, stdout};
-use ember::data::columns::dates::civil_from_days as civil;
+use common::{Lcg, bad_input, config, ember, last_valid, ok, path_str, scratch, stderr, stdout};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -27,16 +26,7 @@ fn drafted(dir: &Path, csv: &Path, label: &str, epochs: usize) -> (PathBuf, Stri
 
 /// The last validation accuracy of a run.
 fn valid_accuracy(run: &Path) -> f64 {
-    valid_metric(run, "accuracy")
-}
-
-/// The last validation row's `column` in a run's metrics.csv.
-fn valid_metric(run: &Path, column: &str) -> f64 {
-    let text = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
-    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
-    let at = header.iter().position(|h| *h == column).unwrap();
-    let last = text.lines().rfind(|l| l.contains(",valid,")).unwrap();
-    last.split(',').nth(at).unwrap().parse().unwrap()
+    last_valid(run, "accuracy")
 }
 
 fn train(cfg: &Path, run: &Path) -> std::process::Output {
@@ -174,13 +164,15 @@ fn a_dates_weekday_decides_the_label() {
     let mut rng = Lcg(3);
     let mut text = String::from("day,amount,kind\n");
     // Days from 2021-01-04 (a Monday) on, in ISO date-times.
+    let monday = chrono::NaiveDate::from_ymd_opt(2021, 1, 4).unwrap();
     for _ in 0..1000 {
         let offset = (rng.next() * 700.0) as i64;
-        let (y, m, d) = civil(18_631 + offset);
+        let day = monday + chrono::Days::new(offset as u64);
         let weekend = offset % 7 >= 5;
         writeln!(
             text,
-            "{y:04}-{m:02}-{d:02}T10:00:00,{:.1},{}",
+            "{}T10:00:00,{:.1},{}",
+            day.format("%Y-%m-%d"),
             rng.next() * 100.0,
             ["weekday", "weekend"][usize::from(weekend)]
         )
@@ -317,11 +309,11 @@ fn a_target_in_dollars_trains_standardised_and_reports_in_dollars() {
     );
     let run = dir.join("run");
     ok(&train(&cfg, &run));
-    let r2 = valid_metric(&run, "r2");
+    let r2 = last_valid(&run, "r2");
     assert!(r2 >= 0.97, "valid R² {r2}");
     // The loss and MAE are in dollars: a standard deviation of about 130,000 dollars, an R²
     // near 1, so an MAE of thousands and a mean squared error of millions.
-    let (mse, mae) = (valid_metric(&run, "loss"), valid_metric(&run, "mae"));
+    let (mse, mae) = (last_valid(&run, "loss"), last_valid(&run, "mae"));
     assert!(mae > 300.0 && mae < 20_000.0, "MAE {mae}");
     assert!(mse > mae * mae, "MSE {mse}, MAE {mae}");
     let resolved = std::fs::read_to_string(run.join("config.toml")).unwrap();

@@ -322,15 +322,17 @@ pub fn column_stats(split: &HostSplit) -> Standardization {
     if let Some(s) = &split.scalar {
         columns.push(s.iter().map(|v| f64::from(*v)).collect());
     }
-    let (mut mean, mut std) = (Vec::new(), Vec::new());
-    for col in columns {
-        let n = col.len().max(1) as f64;
-        let m = col.iter().sum::<f64>() / n;
-        let var = col.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / n;
-        mean.push(m);
-        std.push(if var > 0.0 { var.sqrt() } else { 1.0 });
-    }
+    let (mean, std) = columns.iter().map(|c| mean_and_std(c)).unzip();
     Standardization { mean, std }
+}
+
+/// The mean and (population) standard deviation of `values`; 1 for a constant column, so it
+/// passes through standardisation centred.
+pub fn mean_and_std(values: &[f64]) -> (f64, f64) {
+    let n = values.len().max(1) as f64;
+    let m = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / n;
+    (m, if var > 0.0 { var.sqrt() } else { 1.0 })
 }
 
 /// Applies `(x - mean) / std` to the inputs in place.

@@ -150,17 +150,11 @@ impl TextCsv {
             .map(|t| self.column(t, "data.label"))
             .collect::<Result<_>>()?;
         let before = self.records.len();
-        let keep: Vec<bool> = self
-            .records
-            .iter()
-            .map(|r| !cols.iter().any(|&c| missing.is(&r[c])))
-            .collect();
-        let mut flags = keep.iter();
-        self.records
-            .retain(|_| *flags.next().expect("one flag per record"));
-        let mut flags = keep.iter();
-        self.lines
-            .retain(|_| *flags.next().expect("one flag per line"));
+        (self.records, self.lines) = std::mem::take(&mut self.records)
+            .into_iter()
+            .zip(std::mem::take(&mut self.lines))
+            .filter(|(r, _)| !cols.iter().any(|&c| missing.is(&r[c])))
+            .unzip();
         Ok(before - self.records.len())
     }
 

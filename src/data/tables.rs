@@ -88,15 +88,8 @@ fn target_stats(train: &HostSplit) -> (f64, f64) {
     let Labels::Values(m) = &train.labels else {
         unreachable!("the config check allows standardize_target for regressions only")
     };
-    let n = m.values.len().max(1) as f64;
-    let mean = m.values.iter().map(|v| f64::from(*v)).sum::<f64>() / n;
-    let var = m
-        .values
-        .iter()
-        .map(|v| (f64::from(*v) - mean).powi(2))
-        .sum::<f64>()
-        / n;
-    (mean, if var > 0.0 { var.sqrt() } else { 1.0 })
+    let values: Vec<f64> = m.values.iter().map(|v| f64::from(*v)).collect();
+    super::mean_and_std(&values)
 }
 
 /// `(y - mean) / std` on a split's targets.
@@ -197,7 +190,7 @@ fn built_in(config: &JobConfig) -> Result<Training> {
 /// Another file of a run's table (`ember eval --data`): all its rows, with the run's columns,
 /// classes and statistics.
 pub fn read_file(config: &JobConfig, spec: &TableSpec, path: &Path) -> Result<HostSplit> {
-    let mut csv = table::read_text(path)?;
+    let csv = read_labelled(path, spec, spec.encoding.is_some())?;
     let missing = spec.missing();
     let features = match &spec.features {
         Some(f) => f.clone(),
@@ -205,23 +198,11 @@ pub fn read_file(config: &JobConfig, spec: &TableSpec, path: &Path) -> Result<Ho
         None => table::feature_names(&csv, spec)?,
     };
     let inputs = match &spec.encoding {
-        Some(encoding) => {
-            let dropped = csv.drop_missing_labels(&spec.targets, &missing)?;
-            if dropped > 0 {
-                eprintln!(
-                    "{}: {dropped} rows without a label left out",
-                    path.display()
-                );
-            }
-            InputColumns::Encoded(encoding, &missing)
-        }
+        Some(encoding) => InputColumns::Encoded(encoding, &missing),
         None => InputColumns::Numbers(&features),
     };
-    let (mut split, unseen) =
-        table::to_split(&csv, spec, inputs, config.task, config.classes.as_deref())?;
-    if let Some(line) = unseen.line(path) {
-        eprintln!("{line}");
-    }
+    let classes = config.classes.as_deref();
+    let mut split = to_split_noting(&csv, spec, inputs, config.task, classes)?;
     if let Some(stats) = &spec.stats {
         super::apply_stats(&mut split, stats);
     }
@@ -238,10 +219,19 @@ fn read_other(
     spec: &TableSpec,
     training: &Training,
 ) -> Result<HostSplit> {
-    let mut csv = table::read_text(path)?;
+    let csv = read_labelled(path, spec, training.encoding.is_some())?;
     let missing = spec.missing();
-    if training.encoding.is_some() {
-        let dropped = csv.drop_missing_labels(&spec.targets, &missing)?;
+    let inputs = training.inputs(&missing);
+    let classes = training.classes.as_deref();
+    to_split_noting(&csv, spec, inputs, config.task, classes)
+}
+
+/// A file read after the training one; with typed columns, its rows without a label are left
+/// out, and how many is said on stderr.
+fn read_labelled(path: &Path, spec: &TableSpec, typed: bool) -> Result<table::TextCsv> {
+    let mut csv = table::read_text(path)?;
+    if typed {
+        let dropped = csv.drop_missing_labels(&spec.targets, &spec.missing())?;
         if dropped > 0 {
             eprintln!(
                 "{}: {dropped} rows without a label left out",
@@ -249,10 +239,19 @@ fn read_other(
             );
         }
     }
-    let inputs = training.inputs(&missing);
-    let classes = training.classes.as_deref();
-    let (split, unseen) = table::to_split(&csv, spec, inputs, config.task, classes)?;
-    if let Some(line) = unseen.line(path) {
+    Ok(csv)
+}
+
+/// [`table::to_split`], saying on stderr how many cells held levels training had not seen.
+fn to_split_noting(
+    csv: &table::TextCsv,
+    spec: &TableSpec,
+    inputs: InputColumns,
+    task: Task,
+    classes: Option<&[String]>,
+) -> Result<HostSplit> {
+    let (split, unseen) = table::to_split(csv, spec, inputs, task, classes)?;
+    if let Some(line) = unseen.line(&csv.path) {
         eprintln!("{line}");
     }
     Ok(split)

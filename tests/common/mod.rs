@@ -156,3 +156,12 @@ impl Lcg {
         (self.0 >> 11) as f64 / (1u64 << 53) as f64
     }
 }
+
+/// The last validation row's `column` in a run's metrics.csv.
+pub fn last_valid(run: &Path, column: &str) -> f64 {
+    let text = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let at = header.iter().position(|h| *h == column).unwrap();
+    let last = text.lines().rfind(|l| l.contains(",valid,")).unwrap();
+    last.split(',').nth(at).unwrap().parse().unwrap()
+}

@@ -1,12 +1,16 @@
 //! Dates in a table's cells: the spellings ember reads without ambiguity, and the numeric parts
-//! a model takes from them. Day arithmetic is Howard Hinnant's `days_from_civil` and
-//! `civil_from_days` (proleptic Gregorian calendar, days since 1970-01-01).
+//! a model takes from them. A date is held as days since 1970-01-01; the calendar is chrono's.
+
+use chrono::{Datelike, NaiveDate};
 
 /// The parts of a date, in the order they become inputs.
 pub const PARTS: [&str; 5] = ["year", "month", "day", "weekday", "yearday"];
 
 /// The spellings [`parse`] reads, for messages.
 pub const SPELLINGS: &str = "YYYY-MM-DD or YYYY/MM/DD, optionally followed by a time after 'T' or a space (the time is not used)";
+
+/// 1970-01-01 counted in chrono's days from the common era (0001-01-01 is day 1).
+const UNIX_DAY_CE: i64 = 719_163;
 
 /// Days since 1970-01-01 of a cell spelled `YYYY-MM-DD` or `YYYY/MM/DD`, optionally followed
 /// by `T` or a space and a time (ISO 8601 date-times); `None` for anything else, or a day that
@@ -18,10 +22,11 @@ pub fn parse(cell: &str) -> Option<i64> {
         None => cell,
     };
     let b = date.as_bytes();
+    // The shape is checked here: chrono's own parser also takes one-digit months and days.
     if b.len() != 10 || b[4] != b[7] || !(b[4] == b'-' || b[4] == b'/') {
         return None;
     }
-    let number = |range: std::ops::Range<usize>| -> Option<i64> {
+    let number = |range: std::ops::Range<usize>| -> Option<u32> {
         let part = &date[range];
         part.bytes()
             .all(|c| c.is_ascii_digit())
@@ -29,60 +34,34 @@ pub fn parse(cell: &str) -> Option<i64> {
             .flatten()
     };
     let (y, m, d) = (number(0..4)?, number(5..7)?, number(8..10)?);
-    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
-        return None;
-    }
-    Some(days_from_civil(y, m, d))
+    let day = NaiveDate::from_ymd_opt(y as i32, m, d)?;
+    Some(i64::from(day.num_days_from_ce()) - UNIX_DAY_CE)
 }
 
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+/// The date `days` after 1970-01-01, where chrono's calendar reaches.
+pub fn date_of(days: i64) -> Option<NaiveDate> {
+    let ce = i32::try_from(days.checked_add(UNIX_DAY_CE)?).ok()?;
+    NaiveDate::from_num_days_from_ce_opt(ce)
 }
 
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
+/// [`PARTS`] of `date`: year, month (1–12), day of the month, weekday (0 = Monday) and day of
+/// the year (1–366).
+pub fn parts(date: NaiveDate) -> [f32; 5] {
+    [
+        date.year() as f32,
+        date.month() as f32,
+        date.day() as f32,
+        date.weekday().num_days_from_monday() as f32,
+        date.ordinal() as f32,
+    ]
 }
 
-pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// [`PARTS`] of day `days`: year, month (1–12), day of the month, weekday (0 = Monday) and day
-/// of the year (1–366).
-pub fn parts(days: i64) -> [f32; 5] {
-    let (y, m, d) = civil_from_days(days);
-    let weekday = (days + 3).rem_euclid(7); // 1970-01-01 was a Thursday
-    let yearday = days - days_from_civil(y, 1, 1) + 1;
-    [y, m, d, weekday, yearday].map(|v| v as f32)
-}
-
-/// Day `days` as `YYYY-MM-DD`.
+/// Day `days` as `YYYY-MM-DD` (as a number of days where chrono's calendar does not reach).
 pub fn format(days: i64) -> String {
-    let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}")
+    date_of(days).map_or_else(
+        || format!("day {days}"),
+        |d| d.format("%Y-%m-%d").to_string(),
+    )
 }
 
 #[cfg(test)]
@@ -120,15 +99,13 @@ mod tests {
     #[test]
     fn parts_and_round_trip() {
         // 2024-12-31 is a Tuesday, the 366th day of a leap year.
-        let d = parse("2024-12-31").unwrap();
+        let d = date_of(parse("2024-12-31").unwrap()).unwrap();
         assert_eq!(parts(d), [2024.0, 12.0, 31.0, 1.0, 366.0]);
-        assert_eq!(parts(0), [1970.0, 1.0, 1.0, 3.0, 1.0]);
-        for days in (-800_000..800_000).step_by(997) {
-            let (y, m, dd) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, dd), days);
-            if (1000..=9999).contains(&y) {
-                assert_eq!(parse(&format(days)), Some(days));
-            }
+        assert_eq!(parts(date_of(0).unwrap()), [1970.0, 1.0, 1.0, 3.0, 1.0]);
+        for days in (-300_000..2_900_000).step_by(997) {
+            assert_eq!(parse(&format(days)), Some(days), "{days}");
         }
+        assert_eq!(date_of(i64::MAX), None);
+        assert_eq!(format(i64::MAX), format!("day {}", i64::MAX));
     }
 }

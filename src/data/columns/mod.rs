@@ -125,8 +125,10 @@ impl Encoding {
     pub fn check(&self) -> std::result::Result<(), String> {
         let c = &self.column;
         let fits = match self.kind {
-            ColumnKind::Numeric | ColumnKind::Date => {
-                self.levels.is_none() && self.fill.is_some_and(f64::is_finite)
+            ColumnKind::Numeric => self.levels.is_none() && self.fill.is_some_and(f64::is_finite),
+            ColumnKind::Date => {
+                let day = |f: f64| f.fract() == 0.0 && dates::date_of(f as i64).is_some();
+                self.levels.is_none() && self.fill.is_some_and(day)
             }
             ColumnKind::Category => self.levels.is_some() && self.fill.is_none() && !self.indicator,
             ColumnKind::Ignore => false,
@@ -138,6 +140,7 @@ impl Encoding {
                 self.kind.name(),
                 match self.kind {
                     ColumnKind::Category => "levels, and no fill or indicator",
+                    ColumnKind::Date => "a fill that is a whole day of the calendar, and no levels",
                     ColumnKind::Ignore => "no encoding",
                     _ => "a finite fill, and no levels",
                 }
@@ -374,7 +377,8 @@ fn encode_column(
                     false => scalar(csv, &enc.column, enc.kind, cell, line)?,
                 };
                 let width = if enc.kind == ColumnKind::Date {
-                    row[..dates::PARTS.len()].copy_from_slice(&dates::parts(v as i64));
+                    let day = dates::date_of(v as i64).expect("a parsed day or a checked fill");
+                    row[..dates::PARTS.len()].copy_from_slice(&dates::parts(day));
                     dates::PARTS.len()
                 } else {
                     row[0] = v as f32;
