@@ -400,13 +400,15 @@ pub struct Export {
     pub format: ExportFormat,
     pub layout: Layout,
     pub out: PathBuf,
-    pub job: &'static str,
+    /// The run's resolved config: the job's name, and for ONNX its preprocessing.
+    pub config: JobConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
     Safetensors,
     Burn,
+    Onnx,
 }
 
 impl ModelTask for Export {
@@ -415,8 +417,12 @@ impl ModelTask for Export {
         match self.format {
             ExportFormat::Burn => export::save_burn(&model, &self.out),
             ExportFormat::Safetensors => {
-                export::save_safetensors(&model, &self.out, self.layout, self.job)
+                export::save_safetensors(&model, &self.out, self.layout, self.config.name())
             }
+            ExportFormat::Onnx => write_atomic(
+                &self.out,
+                &crate::onnx::bytes(&self.config, &model.network())?,
+            ),
         }
     }
 }
@@ -605,13 +611,14 @@ pub fn export_command<D: Backends>(
         dir.join(match format {
             ExportFormat::Safetensors => "model-export.safetensors",
             ExportFormat::Burn => "model-export.mpk",
+            ExportFormat::Onnx => "model.onnx",
         })
     });
     let task = Export {
         format,
         layout,
         out: out.clone(),
-        job: source.config.name(),
+        config: source.config.clone(),
     };
     with_model::<D, _>(source, Device::Cpu, task)?;
     Ok(format!(

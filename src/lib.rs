@@ -16,6 +16,7 @@ pub mod inference;
 pub mod init;
 pub mod logging;
 pub mod model;
+pub mod onnx;
 pub mod ops;
 pub mod optim;
 pub mod plot;
@@ -23,6 +24,7 @@ pub mod replicas;
 pub mod rng;
 pub mod run;
 pub mod sweep;
+pub mod tracking;
 pub mod train;
 
 /// The Burn release ember is built on (`Cargo.toml` pins it), recorded in every run's summary and

@@ -96,13 +96,15 @@ enum Command {
     Export {
         #[command(flatten)]
         model: ModelArgs,
-        /// safetensors (for PyTorch and others) or Burn's own record (.mpk).
+        /// safetensors (for PyTorch and others), Burn's own record (.mpk), or ONNX with the
+        /// preprocessing inside (for onnxruntime and other runtimes).
         #[arg(long, value_enum, default_value = "safetensors")]
         format: ember::inference::ExportFormat,
         /// safetensors only: PyTorch's names and [out, in] weights, or Burn's.
         #[arg(long, value_enum, default_value = "pytorch")]
         layout: ember::export::Layout,
-        /// Output file (default: model-export.safetensors / .mpk in the run folder).
+        /// Output file (default: model-export.safetensors / .mpk, or model.onnx, in the run
+        /// folder).
         #[arg(long)]
         out: Option<PathBuf>,
     },

@@ -49,6 +49,18 @@ fn assert_matches_single_run(dir: &Path, trial: &Path, i: usize, sets: &[String]
 }
 
 /// Equal within float rounding.
+/// The epochs of a run's TensorBoard event files, in file order.
+fn event_steps(run: &Path) -> Vec<i64> {
+    let files = ember::tracking::events::files(run);
+    let events = files
+        .iter()
+        .flat_map(|f| ember::tracking::events::read(f).unwrap());
+    events
+        .filter(|e| e.summary.is_some())
+        .map(|e| e.step)
+        .collect()
+}
+
 fn close(x: f64, y: f64) -> bool {
     (x - y).abs() <= 1e-5 * y.abs().max(1.0)
 }
@@ -89,6 +101,8 @@ fn replicas_match_single_runs_and_a_diverging_one_ends_alone() {
         ] {
             assert!(trial.join(file).is_file(), "trial {i}: no {file}");
         }
+        // Each trial its own TensorBoard file, so `tensorboard --logdir` overlays them.
+        assert_eq!(event_steps(&trial), [1, 2, 3], "trial {i}");
         let sets = [format!("seed={}", 1 + i % 2), format!("sgd.lr={lr}")];
         assert_matches_single_run(&dir, &trial, i, &sets);
         // The trial's model is its replica: eval gives its last validation loss.
@@ -213,5 +227,12 @@ fn an_interrupted_group_resumes_from_its_checkpoint() {
     for t in ["trial-000", "trial-001"] {
         assert_eq!(status(&out.join(t)), "complete");
         assert_eq!(losses(&out.join(t)), losses(&whole.join(t)), "{t}");
+        // Every epoch once across the two sessions' event files.
+        assert_eq!(ember::tracking::events::files(&out.join(t)).len(), 2, "{t}");
+        assert_eq!(
+            event_steps(&out.join(t)),
+            (1..=400).collect::<Vec<_>>(),
+            "{t}"
+        );
     }
 }

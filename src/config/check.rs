@@ -246,6 +246,7 @@ impl RawConfig {
                 .map(|c| positive("clip_grad_norm", c))
                 .transpose()?,
             early_stopping: self.check_early_stopping(task)?,
+            tensorboard: self.tensorboard.unwrap_or(true),
             overrides: self.overrides.clone(),
             split_seed: self.data.split_seed,
         })

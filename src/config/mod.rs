@@ -338,6 +338,8 @@ pub struct JobConfig {
     pub schedule: ScheduleSpec,
     pub clip_grad_norm: Option<f64>,
     pub early_stopping: Option<EarlyStopping>,
+    /// Write TensorBoard event files in the run folder.
+    pub tensorboard: bool,
     /// The `--set` overrides the config was made with, as given (already applied).
     pub overrides: Vec<String>,
     /// `data.split_seed`: the validation split's own seed, when it is not `seed`.
@@ -444,6 +446,8 @@ impl JobConfig {
             schedule: self.raw_schedule(),
             clip_grad_norm: self.clip_grad_norm,
             overrides: self.overrides.clone(),
+            // Written only when off: the default leaves resolved configs (and hashes) as before.
+            tensorboard: (!self.tensorboard).then_some(false),
             early_stopping: self.early_stopping.as_ref().map(|e| RawEarlyStopping {
                 metric: Some(e.metric),
                 patience: e.patience,
@@ -640,9 +644,11 @@ impl JobConfig {
     /// count is left out: a run continued for more epochs is still the same recipe.
     pub fn hash(&self) -> String {
         use sha2::{Digest, Sha256};
-        // Nor are the overrides: the values they set are in the recipe already.
+        // Nor are the overrides (the values they set are in the recipe already), nor whether
+        // the run writes event files.
         let recipe = JobConfig {
             epochs: 0,
+            tensorboard: true,
             overrides: Vec::new(),
             ..self.clone()
         };

@@ -53,6 +53,9 @@ pub struct RawConfig {
     /// The `--set KEY=VALUE` overrides applied to the job file (recorded by ember).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<String>,
+    /// Write TensorBoard event files in the run folder (default true).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensorboard: Option<bool>,
     /// Stop when a validation metric stops improving.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub early_stopping: Option<RawEarlyStopping>,

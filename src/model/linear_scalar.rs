@@ -162,6 +162,13 @@ impl<B: EmberBackend> EmberModel<B> for LinearScalar<B> {
     fn batch(split: &HostSplit, device: &B::Device) -> Self::Batch {
         ScalarBatch::from_host(split, device)
     }
+
+    fn network(&self) -> crate::onnx::Network {
+        crate::onnx::Network::LinearScalar {
+            weight: rows_of(self.lin.weight.val()).concat(),
+            p: rows_of(self.par.val().unsqueeze_dim(0))[0][0],
+        }
+    }
 }
 
 impl<B: EmberBackend> Predict<B> for LinearScalar<B> {

@@ -320,6 +320,30 @@ impl<B: EmberBackend> EmberModel<B> for Mlp<B> {
     fn batch(split: &HostSplit, device: &B::Device) -> Self::Batch {
         MlpBatch::from_host(split, device)
     }
+
+    fn network(&self) -> crate::onnx::Network {
+        let host = |t: Tensor<B, 2>| -> Vec<f32> { rows_of(t).concat() };
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| {
+                let [inputs, outputs] = l.weight.dims();
+                let bias = l.bias.as_ref().map(|b| b.val().unsqueeze_dim(0));
+                crate::onnx::Layer {
+                    inputs,
+                    outputs,
+                    weight: host(l.weight.val()),
+                    bias: bias.map_or_else(|| vec![0.0; outputs], host),
+                }
+            })
+            .collect();
+        crate::onnx::Network::Mlp {
+            layers,
+            activation: self.head.activation,
+            task: self.head.task,
+            names: self.head.names.clone(),
+        }
+    }
 }
 
 impl<B: EmberBackend> Predict<B> for Mlp<B> {

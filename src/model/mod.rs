@@ -362,6 +362,9 @@ pub trait EmberModel<B: crate::ops::EmberBackend>:
 
     /// A split's rows on the device, as this model's batch.
     fn batch(split: &crate::data::HostSplit, device: &B::Device) -> Self::Batch;
+
+    /// The weights and head on the host, for ONNX export.
+    fn network(&self) -> crate::onnx::Network;
 }
 
 /// The bounds every ember model meets in training: Burn's train step over device-cut batches

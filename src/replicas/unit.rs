@@ -301,9 +301,14 @@ impl UnitTask<'_> {
                     (run, history, !ended)
                 }
             };
+            let mut history = History::new(path.join(folder::METRICS), history)
+                .in_target_units(self.configs[r].target_std());
+            // A trial that had ended before its group resumed writes nothing more.
+            if active && self.configs[r].tensorboard {
+                history.write_events(&path)?;
+            }
             logs.push(ReplicaLog {
-                history: History::new(path.join(folder::METRICS), history)
-                    .in_target_units(self.configs[r].target_std()),
+                history,
                 dir: path,
                 failure: None,
                 active,

@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::fs::write_replace;
+use crate::tracking::events::{self, EventWriter};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -78,6 +79,8 @@ pub struct History {
     dirty: bool,
     /// A standardised target's deviation: records are kept in the target's units.
     target_std: Option<f64>,
+    /// The run's TensorBoard event file, when it writes one, and how many records it holds.
+    events: Option<(EventWriter, usize)>,
 }
 
 impl History {
@@ -91,7 +94,23 @@ impl History {
             written: None,
             dirty: false,
             target_std: None,
+            events: None,
         }
+    }
+
+    /// From now on also writes the records to a new TensorBoard event file in `dir`, as they are written
+    /// to `metrics.csv`. Earlier files in `dir` are cut to the records given (a resumed run's),
+    /// and the new file starts with those of them no earlier file holds.
+    pub fn write_events(&mut self, dir: &Path) -> Result<()> {
+        let last = self.records.last().map_or(0, |r| r.epoch);
+        let held = events::keep_through(dir, last)?;
+        let mut writer = EventWriter::create(dir)?;
+        for r in self.records.iter().filter(|r| !held.contains(&r.epoch)) {
+            writer.epoch(r)?;
+        }
+        writer.flush()?;
+        self.events = Some((writer, self.records.len()));
+        Ok(())
     }
 
     /// Records pushed from now on are converted to the units of a target that was trained
@@ -141,6 +160,13 @@ impl History {
         }
         self.rows = self.records.len();
         write_replace(&self.path, self.text.as_bytes())?;
+        if let Some((writer, written)) = &mut self.events {
+            for r in &self.records[*written..] {
+                writer.epoch(r)?;
+            }
+            writer.flush()?;
+            *written = self.records.len();
+        }
         (self.written, self.dirty) = (Some(Instant::now()), false);
         Ok(())
     }

@@ -326,6 +326,7 @@ impl TrainTask<'_> {
             dropout_seed: (self.config.model.dropout > 0.0).then_some(self.config.seed),
             clip_grad_norm: self.config.clip_grad_norm,
             target_std: self.config.target_std(),
+            tensorboard: self.config.tensorboard,
             early_stopping: self.config.early_stopping.clone(),
             save_best: self
                 .config

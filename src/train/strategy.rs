@@ -68,6 +68,8 @@ pub struct EmberStrategy<LC: LearningComponentsTypes> {
     pub clip_grad_norm: Option<f64>,
     /// A standardised regression target's deviation: the history is kept in its units.
     pub target_std: Option<f64>,
+    /// Write a TensorBoard event file beside `metrics.csv`.
+    pub tensorboard: bool,
     pub early_stopping: Option<EarlyStopping>,
     /// Writes the best epoch's model (`model-best.*`) when early stopping is on.
     pub save_best: Option<SaveBest<LC>>,
@@ -450,8 +452,19 @@ where
         let records = self.log.lock().expect("run log lock").history.clone();
         let mut history = History::new(self.run_dir.join(folder::METRICS), records)
             .in_target_units(self.target_std);
+        let events = match self.tensorboard {
+            true => history.write_events(&self.run_dir),
+            false => Ok(()),
+        };
         // The one place a failed epoch ends the run.
-        for epoch in starting_epoch..=parts.epochs {
+        let epochs = match events {
+            Ok(()) => starting_epoch..=parts.epochs,
+            Err(e) => {
+                self.fail(e);
+                1..=0
+            }
+        };
+        for epoch in epochs {
             match self.epoch(epoch, &mut learner, &mut parts, &mut history, &mut saves) {
                 Ok(true) => {}
                 Ok(false) => break,

@@ -66,6 +66,11 @@ impl Missing {
     pub fn is(&self, cell: &str) -> bool {
         self.0.iter().any(|m| m.eq_ignore_ascii_case(cell))
     }
+
+    /// The spellings as configured (matched in any ASCII letter case).
+    pub fn spellings(&self) -> &[String] {
+        &self.0
+    }
 }
 
 impl Default for Missing {
