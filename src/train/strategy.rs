@@ -456,21 +456,19 @@ where
             true => history.write_events(&self.run_dir),
             false => Ok(()),
         };
-        // The one place a failed epoch ends the run.
-        let epochs = match events {
-            Ok(()) => starting_epoch..=parts.epochs,
-            Err(e) => {
-                self.fail(e);
-                1..=0
+        // A run that cannot write its event file trains no epoch.
+        let mut stop = events.err().map(|e| self.fail(e)).is_some();
+        for epoch in starting_epoch..=parts.epochs {
+            if stop {
+                break;
             }
-        };
-        for epoch in epochs {
+            // The one place a failed epoch ends the run.
             match self.epoch(epoch, &mut learner, &mut parts, &mut history, &mut saves) {
                 Ok(true) => {}
-                Ok(false) => break,
+                Ok(false) => stop = true,
                 Err(e) => {
                     self.fail(e);
-                    break;
+                    stop = true;
                 }
             }
         }
