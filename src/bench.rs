@@ -103,6 +103,10 @@ pub fn run<D: Backends>(
         tui: false,
         checkpoint_every: crate::train::DEFAULT_CHECKPOINT_SECONDS,
         progress_every: crate::train::DEFAULT_PROGRESS_SECONDS,
+        export: Vec::new(),
+        // A benchmark's scratch run is not tracked, whatever MLFLOW_TRACKING_URI says.
+        mlflow: None,
+        experiment: None,
     };
     let report = crate::train::run::<D>(Some(config_path), &args, &Console::new(Verbosity::Quiet));
     let wall = started.elapsed().as_secs_f64();

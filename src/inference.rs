@@ -611,7 +611,7 @@ pub fn export_command<D: Backends>(
         dir.join(match format {
             ExportFormat::Safetensors => "model-export.safetensors",
             ExportFormat::Burn => "model-export.mpk",
-            ExportFormat::Onnx => "model.onnx",
+            ExportFormat::Onnx => folder::MODEL_ONNX,
         })
     });
     let task = Export {

@@ -358,17 +358,15 @@ fn check_all(dir: &Path, cases: &[Case]) {
     python_check(dir, cases);
 }
 
-/// `ember init` on a penguins table, trained briefly with `set` overrides.
-fn penguins(dir: &Path, name: &str, label: &str, set: &[&str]) -> PathBuf {
+/// `ember init` on a penguins table, trained briefly with `extra` arguments.
+fn penguins(dir: &Path, name: &str, label: &str, extra: &[&str]) -> PathBuf {
     let table = common::root().join("examples/penguins-raw.csv");
     let out = ember(&["init", "--csv", path_str(&table), "--label", label]);
     ok(&out);
     let job = stdout(&out).replace("epochs = 20", "epochs = 3");
     let cfg = config(dir, &format!("{name}.toml"), &job);
     let run = dir.join(name);
-    let mut extra = Vec::new();
-    set.iter().for_each(|s| extra.extend(["--set", *s]));
-    ok(&common::train_on_cpu(&cfg, &run, &extra));
+    ok(&common::train_on_cpu(&cfg, &run, extra));
     run
 }
 
@@ -388,9 +386,36 @@ fn mixed_tables_export_with_their_preprocessing_for_every_task_and_activation() 
         ),
     ]
     .iter()
-    .map(|(name, label, set)| case(&dir, name, &penguins(&dir, name, label, &[set]), &table))
+    .map(|(name, label, set)| {
+        case(
+            &dir,
+            name,
+            &penguins(&dir, name, label, &["--set", set]),
+            &table,
+        )
+    })
     .collect();
     check_all(&dir, &cases);
+    // `train --export onnx` writes the same file as `ember export` afterwards.
+    let run = penguins(
+        &dir,
+        "trained-with-export",
+        "Species",
+        &["--export", "onnx"],
+    );
+    let again = dir.join("again.onnx");
+    ok(&ember(&[
+        "export",
+        path_str(&run),
+        "--format",
+        "onnx",
+        "--out",
+        path_str(&again),
+    ]));
+    assert_eq!(
+        std::fs::read(run.join("model.onnx")).unwrap(),
+        std::fs::read(&again).unwrap()
+    );
 }
 
 /// A preset trained on `rows` rows for one epoch.

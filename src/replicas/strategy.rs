@@ -41,6 +41,8 @@ pub struct ReplicaLog {
     pub active: bool,
     /// Its learning rate over the Learner's.
     pub lr_factor: f64,
+    /// Its trial's MLflow run, when a tracking server is named.
+    pub tracker: Option<std::sync::Arc<crate::tracking::mlflow::Tracker>>,
 }
 
 /// What the strategy leaves behind: each replica's log, and why the group stopped early.

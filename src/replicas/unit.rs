@@ -265,6 +265,19 @@ impl UnitTask<'_> {
         Ok(Some(manifest))
     }
 
+    /// Replica `r`'s MLflow run, when `ember sweep run` named a server (it passes the URI and
+    /// the experiment on in the environment, as to a trial's own process).
+    fn tracker(&self, r: usize, dir: &Path) -> Option<Arc<crate::tracking::mlflow::Tracker>> {
+        let var = |key: &str| std::env::var(key).ok();
+        crate::tracking::mlflow::start_run(
+            &self.configs[r],
+            var("MLFLOW_TRACKING_URI").as_deref(),
+            var("MLFLOW_EXPERIMENT_NAME"),
+            dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+            self.device,
+        )
+    }
+
     /// The group's config hash: its trials', in replica order.
     fn hash(&self) -> String {
         let hashes: Vec<String> = self.configs.iter().map(JobConfig::hash).collect();
@@ -301,9 +314,11 @@ impl UnitTask<'_> {
                     (run, history, !ended)
                 }
             };
+            // A trial that had ended before its group resumed writes and tracks nothing more.
+            let tracker = active.then(|| self.tracker(r, &path)).flatten();
             let mut history = History::new(path.join(folder::METRICS), history)
-                .in_target_units(self.configs[r].target_std());
-            // A trial that had ended before its group resumed writes nothing more.
+                .in_target_units(self.configs[r].target_std())
+                .tracked_by(tracker.clone());
             if active && self.configs[r].tensorboard {
                 history.write_events(&path)?;
             }
@@ -313,6 +328,7 @@ impl UnitTask<'_> {
                 failure: None,
                 active,
                 lr_factor: factors[r],
+                tracker,
             });
             locks.push(run);
         }
@@ -377,6 +393,7 @@ impl UnitTask<'_> {
                 rows_without_label: self.data.dropped_labels,
                 params,
                 host_reads: device::host_read::count(),
+                tracker: replica.tracker,
             };
             lines.push(report.write_summary_and_curves()?);
         }

@@ -16,6 +16,8 @@ pub const SUMMARY: &str = "summary.json";
 pub const CURVES: &str = "curves.png";
 pub const MODEL_BURN: &str = "model.mpk";
 pub const MODEL_SAFETENSORS: &str = "model.safetensors";
+/// The model as ONNX, with its preprocessing (`ember export --format onnx`, `train --export onnx`).
+pub const MODEL_ONNX: &str = "model.onnx";
 /// The best epoch's model, kept when early stopping is on.
 pub const MODEL_BEST_BURN: &str = "model-best.mpk";
 pub const MODEL_BEST_SAFETENSORS: &str = "model-best.safetensors";

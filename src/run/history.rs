@@ -4,8 +4,10 @@
 use crate::error::Result;
 use crate::fs::write_replace;
 use crate::tracking::events::{self, EventWriter};
+use crate::tracking::mlflow::Tracker;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One split of one epoch.
@@ -81,6 +83,8 @@ pub struct History {
     target_std: Option<f64>,
     /// The run's TensorBoard event file, when it writes one, and how many records it holds.
     events: Option<(EventWriter, usize)>,
+    /// The run's MLflow tracker, sent each record as it is pushed.
+    tracker: Option<Arc<Tracker>>,
 }
 
 impl History {
@@ -95,7 +99,13 @@ impl History {
             dirty: false,
             target_std: None,
             events: None,
+            tracker: None,
         }
+    }
+
+    /// Sends records pushed from now on to `tracker` too.
+    pub fn tracked_by(self, tracker: Option<Arc<Tracker>>) -> Self {
+        Self { tracker, ..self }
     }
 
     /// From now on also writes the records to a new TensorBoard event file in `dir`, as they are written
@@ -138,6 +148,9 @@ impl History {
         }
         self.records.push(record);
         self.dirty = true;
+        if let Some(t) = &self.tracker {
+            t.epoch(&record);
+        }
         match self.written {
             Some(at) if at.elapsed() < WRITE_EVERY => Ok(()),
             _ => self.write(),

@@ -7,7 +7,9 @@ use crate::error::{EmberError, Result};
 use crate::run::folder;
 use crate::run::history::EpochRecord;
 use crate::run::summary::Summary;
+use crate::tracking::mlflow::{Outcome, Status, Tracker};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// What a finished (or stopped) run reports.
 pub struct RunReport {
@@ -25,14 +27,40 @@ pub struct RunReport {
     pub params: usize,
     /// Device-to-host reads of this process.
     pub host_reads: usize,
+    /// The run's MLflow tracker, finished with the run's files once they are written.
+    pub tracker: Option<Arc<Tracker>>,
 }
 
 impl RunReport {
-    /// Writes `summary.json` and (when an epoch finished) `curves.png` into the run folder, and
-    /// returns the summary line to print.
+    /// Writes `curves.png` (when an epoch finished) and `summary.json` into the run folder,
+    /// finishing the MLflow run in between (so that it gets the curves and the summary its
+    /// outcome), and returns the summary line to print.
     pub fn write_summary_and_curves(&self) -> Result<String> {
-        let summary = Summary::from_report(self);
+        self.draw_curves()?;
+        let mut summary = Summary::from_report(self);
+        summary.mlflow = self.finish_tracking();
         summary.write(&self.run_dir.join(folder::SUMMARY))?;
+        Ok(summary.line(&self.run_dir))
+    }
+
+    /// Uploads the run's files to MLflow and sets its status; what happened, for the summary.
+    fn finish_tracking(&self) -> Option<Outcome> {
+        let status = match &self.failure {
+            None => Status::Finished,
+            Some(EmberError::Interrupted(_)) => Status::Killed,
+            Some(_) => Status::Failed,
+        };
+        let files = [
+            folder::CONFIG,
+            folder::MODEL_SAFETENSORS,
+            folder::MODEL_ONNX,
+            folder::CURVES,
+        ];
+        let files = files.iter().map(|f| self.run_dir.join(f)).collect();
+        Some(self.tracker.as_ref()?.finish(status, files))
+    }
+
+    fn draw_curves(&self) -> Result<()> {
         if !self.history.is_empty() {
             let curve = crate::plot::Curve {
                 label: self.run_dir.display().to_string(),
@@ -41,6 +69,6 @@ impl RunReport {
             let title = format!("{} ({})", self.config.name(), self.run_dir.display());
             crate::plot::draw(&[curve], &title, &self.run_dir.join(folder::CURVES))?;
         }
-        Ok(summary.line(&self.run_dir))
+        Ok(())
     }
 }

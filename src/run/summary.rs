@@ -58,6 +58,9 @@ pub struct Summary {
     /// Tensors this process read back from the device (ember's own reads; see
     /// `device::host_read`).
     pub host_reads: usize,
+    /// The MLflow run, when one was asked for: its ids, or what failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlflow: Option<crate::tracking::mlflow::Outcome>,
     /// What decides how a CPU run rounds: the CPU's SIMD level, ember's kernels' and the gemm
     /// crate's (`device::simd::numerics_key`). Absent from summaries written before it.
     #[serde(default)]
@@ -116,6 +119,7 @@ impl Summary {
                 0.0
             },
             host_reads: r.host_reads,
+            mlflow: None,
             cpu_numerics: Some(crate::device::simd::numerics_key()),
             ember_version: env!("CARGO_PKG_VERSION").to_string(),
             burn_version: crate::BURN_VERSION.to_string(),

@@ -41,6 +41,13 @@ pub struct RunArgs {
     /// replicas of one batched model.
     #[arg(long)]
     pub processes: bool,
+    /// Also log every trial to the MLflow tracking server at this URI, as a run of the
+    /// experiment named after the sweep.
+    #[arg(long, value_name = "URI", env = "MLFLOW_TRACKING_URI")]
+    pub mlflow: Option<String>,
+    /// The MLflow experiment of the trials (default: the sweep's name).
+    #[arg(long, value_name = "NAME", env = "MLFLOW_EXPERIMENT_NAME")]
+    pub experiment: Option<String>,
 }
 
 /// What the pool starts: one trial as its own `ember train`, or a unit's trials as replicas
@@ -109,6 +116,7 @@ pub fn run(
     ));
     let mut pool = Pool {
         dir: &dir,
+        name: &plan.name,
         args,
         set: &plan.set,
         threads,
@@ -153,6 +161,8 @@ fn finish(dir: &SweepDir, name: &str, t: &Tally, stopped: bool) -> Result<String
 /// The trials' processes, at most `--parallel` at once.
 struct Pool<'a> {
     dir: &'a SweepDir,
+    /// The sweep's name.
+    name: &'a str,
     args: &'a RunArgs,
     /// The overrides of every trial (the sweep's recorded `set`).
     set: &'a [String],
@@ -283,6 +293,17 @@ impl<'a> Pool<'a> {
     /// Starts `cmd` in its own process group (so that a Ctrl-C reaches it once, through
     /// `drain`), its output appended to `log`; `exit` is cleared until it ends.
     fn launch(&self, mut cmd: Command, (log, exit): (PathBuf, PathBuf)) -> Result<Child> {
+        // What the trial's MLflow run needs (`tracking::mlflow::start_run`).
+        cmd.env(super::SWEEP_NAME_ENV, self.name);
+        let mlflow = [
+            ("MLFLOW_TRACKING_URI", &self.args.mlflow),
+            ("MLFLOW_EXPERIMENT_NAME", &self.args.experiment),
+        ];
+        for (key, value) in mlflow {
+            if let Some(v) = value {
+                cmd.env(key, v);
+            }
+        }
         use std::os::unix::process::CommandExt;
         std::fs::remove_file(&exit).ok();
         let mut out = std::fs::OpenOptions::new()

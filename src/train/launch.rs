@@ -35,6 +35,8 @@ pub(super) struct TrainTask<'a> {
     pub args: &'a TrainArgs,
     pub console: &'a Console,
     pub log: Arc<Mutex<RunLog>>,
+    /// The run's MLflow tracker, when a server is named.
+    pub tracker: Option<Arc<crate::tracking::mlflow::Tracker>>,
 }
 
 /// What the backend-specific part hands back.
@@ -327,6 +329,7 @@ impl TrainTask<'_> {
             clip_grad_norm: self.config.clip_grad_norm,
             target_std: self.config.target_std(),
             tensorboard: self.config.tensorboard,
+            tracker: self.tracker.clone(),
             early_stopping: self.config.early_stopping.clone(),
             save_best: self
                 .config
@@ -389,7 +392,8 @@ impl TrainTask<'_> {
         })
     }
 
-    /// `model.mpk` (Burn's record) and `model.safetensors` (PyTorch's layout and names).
+    /// `model.mpk` (Burn's record) and `model.safetensors` (PyTorch's layout and names), and
+    /// with `--export onnx`, `model.onnx`.
     fn save_final_model<B: TrainBackend, M: EmberModel<B::Inference>>(
         &self,
         model: &M,
@@ -399,6 +403,15 @@ impl TrainTask<'_> {
             run.file(folder::MODEL_BURN),
             run.file(folder::MODEL_SAFETENSORS),
         );
-        export::save_model(model, (&files.0, &files.1), self.config.name())
+        export::save_model(model, (&files.0, &files.1), self.config.name())?;
+        if self
+            .args
+            .export
+            .contains(&crate::inference::ExportFormat::Onnx)
+        {
+            let bytes = crate::onnx::bytes(&self.config, &model.network())?;
+            crate::fs::write_atomic(&run.file(folder::MODEL_ONNX), &bytes)?;
+        }
+        Ok(())
     }
 }

@@ -80,6 +80,16 @@ pub struct TrainArgs {
     /// 0 reads it only at the end of each epoch.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_PROGRESS_SECONDS)]
     pub progress_every: f64,
+    /// Also write the final model as `onnx` (`model.onnx`, with the preprocessing inside);
+    /// safetensors and burn are always written.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub export: Vec<crate::inference::ExportFormat>,
+    /// Also log the run to the MLflow tracking server at this URI (http[s]://HOST:PORT).
+    #[arg(long, value_name = "URI", env = "MLFLOW_TRACKING_URI")]
+    pub mlflow: Option<String>,
+    /// The MLflow experiment (default: the sweep's name for a sweep's trial, else the job's).
+    #[arg(long, value_name = "NAME", env = "MLFLOW_EXPERIMENT_NAME")]
+    pub experiment: Option<String>,
 }
 
 /// Resolves the config (the job file, or the resumed run's own), loads the data, trains, and
@@ -99,6 +109,7 @@ pub fn run<D: Backends>(
         device::describe(device)
     ));
     let data = load_data(&mut config, console)?;
+    let tracker = start_tracking(&config, args, device);
     let log = Arc::new(Mutex::new(RunLog::default()));
     let task = launch::TrainTask {
         config: config.clone(),
@@ -107,6 +118,7 @@ pub fn run<D: Backends>(
         args,
         console,
         log: log.clone(),
+        tracker: tracker.clone(),
     };
     let trained = D::dispatch(device, task)?;
     let log = std::mem::take(&mut *log.lock().expect("run log lock"));
@@ -122,7 +134,25 @@ pub fn run<D: Backends>(
         rows_without_label: data.dropped_labels,
         params: trained.params,
         host_reads: device::host_read::count(),
+        tracker,
     })
+}
+
+/// The MLflow run of this training run, when a tracking server is named.
+fn start_tracking(
+    config: &JobConfig,
+    args: &TrainArgs,
+    device: device::Device,
+) -> Option<Arc<crate::tracking::mlflow::Tracker>> {
+    let folder = args.out.as_ref().or(args.resume.as_ref());
+    let run_name = folder.and_then(|p| p.file_name());
+    crate::tracking::mlflow::start_run(
+        config,
+        args.mlflow.as_deref(),
+        args.experiment.clone(),
+        run_name.map(|n| n.to_string_lossy().into_owned()),
+        device,
+    )
 }
 
 /// The job file, or with `--resume` the run's own resolved config, with the command line's

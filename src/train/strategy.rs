@@ -70,6 +70,8 @@ pub struct EmberStrategy<LC: LearningComponentsTypes> {
     pub target_std: Option<f64>,
     /// Write a TensorBoard event file beside `metrics.csv`.
     pub tensorboard: bool,
+    /// Log each epoch to MLflow too.
+    pub tracker: Option<Arc<crate::tracking::mlflow::Tracker>>,
     pub early_stopping: Option<EarlyStopping>,
     /// Writes the best epoch's model (`model-best.*`) when early stopping is on.
     pub save_best: Option<SaveBest<LC>>,
@@ -451,7 +453,8 @@ where
         learner.fork(&self.device);
         let records = self.log.lock().expect("run log lock").history.clone();
         let mut history = History::new(self.run_dir.join(folder::METRICS), records)
-            .in_target_units(self.target_std);
+            .in_target_units(self.target_std)
+            .tracked_by(self.tracker.clone());
         let events = match self.tensorboard {
             true => history.write_events(&self.run_dir),
             false => Ok(()),
