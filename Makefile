@@ -5,7 +5,7 @@ EMBER := target/release/ember
 # `make train` and the one of `make test` stay the same build.
 export EMBER_GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 
-.PHONY: data build train test lint bench bench-ops bench-peers gpu-pack gpu-check clean
+.PHONY: data build train test docs lint bench bench-ops bench-peers gpu-pack gpu-check clean
 
 data:        ## FashionMNIST in datasets/fashion-mnist or Debian's /usr/share/datasets/fashion-mnist
 	scripts/get-data.sh
@@ -18,6 +18,9 @@ train: data build   ## fashion-mlp on the best device present
 
 test: data   ## every test, in the release profile (one build of Burn serves both)
 	$(CARGO) test --release
+
+docs:        ## rewrites docs/commands.md from the binary's --help (tests/docs.rs checks it)
+	EMBER_BLESS_DOCS=1 $(CARGO) test --release --test docs the_command_reference
 
 lint:        ## formatting and clippy
 	$(CARGO) fmt --check

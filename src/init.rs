@@ -116,7 +116,7 @@ fn job_file(command: &str, task: &str, rows: usize, data: &str, hidden: &str) ->
     );
     let _ = writeln!(
         t,
-        "# sgd, adam or adamw; see README.md for schedules, clipping, early stopping."
+        "# sgd, adam or adamw; docs/config.md has schedules, clipping, early stopping."
     );
     let _ = writeln!(t, "[adam]\nlr = 1e-3");
     t

@@ -45,17 +45,118 @@ fn plot_err(e: impl std::fmt::Display) -> EmberError {
     EmberError::Runtime(format!("cannot draw the chart: {e}"))
 }
 
-/// Writes `curves` to `out` as a PNG (atomically).
+/// Writes `curves` to `out` as a PNG (atomically): a panel per metric, and under them one
+/// legend for all, where it covers no curve.
 pub fn draw(curves: &[Curve], title: &str, out: &Path) -> Result<()> {
     let metrics = metrics_of(curves);
-    let size = ((700 * metrics.len()).max(800) as u32, 560);
+    let width = (700 * metrics.len()).max(800) as u32;
+    let legend = Legend::of(curves, width);
+    let size = (width, 540 + legend.height());
     write_png(out, size, title, |root| {
-        let panels = root.split_evenly((1, metrics.len()));
+        let height = root.dim_in_pixel().1;
+        let (charts, strip) = root.split_vertically(height - legend.height());
+        let panels = charts.split_evenly((1, metrics.len()));
         for (area, metric) in panels.iter().zip(&metrics) {
             panel(area, curves, *metric)?;
         }
-        Ok(())
+        legend.draw(&strip, curves)
     })
+}
+
+/// The legend strip under the panels: what dashed and solid mean, then each run's colour and
+/// name (with more than one run), in as many columns as the width holds.
+struct Legend {
+    entries: usize,
+    columns: usize,
+    column_width: i32,
+}
+
+impl Legend {
+    const ROW: i32 = 24;
+    /// Run names longer than this are cut (with `…`).
+    const LABEL_CHARS: usize = 60;
+
+    fn of(curves: &[Curve], width: u32) -> Legend {
+        let names = if curves.len() > 1 { curves.len() } else { 0 };
+        let longest = curves
+            .iter()
+            .map(|c| c.label.chars().count().min(Self::LABEL_CHARS))
+            .max()
+            .unwrap_or(0)
+            .max(16);
+        // About 9 px a character at 15 px DejaVu Sans, after a 40 px mark.
+        let column_width = 60 + 9 * longest as i32;
+        let columns = ((width as i32 - 40) / column_width).max(1) as usize;
+        Legend {
+            entries: 1 + names,
+            columns,
+            column_width,
+        }
+    }
+
+    fn height(&self) -> u32 {
+        (self.entries.div_ceil(self.columns) as i32 * Self::ROW + 16) as u32
+    }
+
+    fn draw(&self, area: &Area, curves: &[Curve]) -> DrawResult {
+        let font = ("sans-serif", 15).into_font();
+        let at = |i: usize| {
+            let (row, col) = (i / self.columns, i % self.columns);
+            (
+                40 + col as i32 * self.column_width,
+                4 + row as i32 * Self::ROW,
+            )
+        };
+        // The key: dashed is train, solid is valid (in the run's colour when there is one run).
+        let key = match curves {
+            [_] => COLORS[0],
+            _ => RGBColor(90, 90, 90),
+        };
+        let (x, y) = at(0);
+        dashed_mark(area, (x, y + 9), key)?;
+        area.draw(&Text::new("train", (x + 30, y), font.clone()))?;
+        solid_mark(area, (x + 80, y + 9), key)?;
+        area.draw(&Text::new("valid", (x + 110, y), font.clone()))?;
+        if curves.len() > 1 {
+            for (i, c) in curves.iter().enumerate() {
+                let (x, y) = at(i + 1);
+                let color = COLORS[i % COLORS.len()];
+                solid_mark(area, (x, y + 9), color)?;
+                let name = shortened(&c.label, Self::LABEL_CHARS);
+                area.draw(&Text::new(name, (x + 30, y), font.clone()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `text` cut to `max` characters, the last one `…` when cut.
+fn shortened(text: &str, max: usize) -> String {
+    match text.chars().count() > max {
+        true => text.chars().take(max - 1).chain(['…']).collect(),
+        false => text.to_string(),
+    }
+}
+
+/// A train curve's legend mark from `(x, y)`: two dashes.
+fn dashed_mark(area: &Area, (x, y): (i32, i32), color: RGBColor) -> DrawResult {
+    for (from, to) in [(0, 9), (15, 24)] {
+        area.draw(&PathElement::new(
+            vec![(x + from, y), (x + to, y)],
+            color.stroke_width(2),
+        ))?;
+    }
+    Ok(())
+}
+
+/// A valid curve's legend mark from `(x, y)`: a solid line with a dot.
+fn solid_mark(area: &Area, (x, y): (i32, i32), color: RGBColor) -> DrawResult {
+    area.draw(&PathElement::new(
+        vec![(x, y), (x + 24, y)],
+        color.stroke_width(3),
+    ))?;
+    area.draw(&Circle::new((x + 12, y), 3, color.filled()))?;
+    Ok(())
 }
 
 /// The drawing area of a PNG under its title.
@@ -194,7 +295,7 @@ impl Axes {
     }
 }
 
-/// Draws one metric's panel: its axes, every run's train and valid curves, and the legend.
+/// Draws one metric's panel: its axes and every run's train and valid curves.
 fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     curves: &[Curve],
@@ -221,7 +322,7 @@ where
     }
 }
 
-/// Draws the mesh, then each run's curves in its colour, then the legend.
+/// Draws the mesh, then each run's curves in its colour: train dashed, valid solid with dots.
 fn draw_chart<'a, DB, Y>(
     chart: &mut Chart<'a, DB, Y>,
     curves: &[Curve],
@@ -236,17 +337,17 @@ where
     draw_mesh(chart, axes)?;
     for (i, c) in curves.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let name = |split: &str| {
-            if curves.len() == 1 {
-                split.to_string()
-            } else {
-                format!("{} {split}", c.label)
-            }
-        };
-        draw_train(chart, points(c, metric, false), color, name("train"))?;
-        draw_valid(chart, points(c, metric, true), color, name("valid"))?;
+        chart.draw_series(DashedLineSeries::new(
+            points(c, metric, false),
+            8,
+            5,
+            color.stroke_width(2),
+        ))?;
+        let valid = points(c, metric, true);
+        chart.draw_series(LineSeries::new(valid.clone(), color.stroke_width(3)))?;
+        chart.draw_series(valid.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
     }
-    draw_legend(chart, metric)
+    Ok(())
 }
 
 /// One run's `(epoch, value)` points of the train or valid split.
@@ -273,70 +374,6 @@ where
         .label_style(("sans-serif", 15))
         .axis_desc_style(("sans-serif", 17))
         .light_line_style(WHITE.mix(0.0))
-        .draw()?;
-    Ok(())
-}
-
-/// A train curve: dashed, 2 px, with a dashed legend mark.
-fn draw_train<'a, DB, Y>(
-    chart: &mut Chart<'a, DB, Y>,
-    train: Vec<(f64, f64)>,
-    color: RGBColor,
-    label: String,
-) -> DrawResult
-where
-    DB: DrawingBackend + 'a,
-    DB::ErrorType: 'static,
-    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
-{
-    chart
-        .draw_series(DashedLineSeries::new(train, 8, 5, color.stroke_width(2)))?
-        .label(label)
-        .legend(move |(x, y)| {
-            EmptyElement::at((x, y))
-                + PathElement::new(vec![(0, 0), (9, 0)], color.stroke_width(2))
-                + PathElement::new(vec![(15, 0), (24, 0)], color.stroke_width(2))
-        });
-    Ok(())
-}
-
-/// A valid curve: solid, 3 px, with a dot at each epoch and a solid legend mark.
-fn draw_valid<'a, DB, Y>(
-    chart: &mut Chart<'a, DB, Y>,
-    valid: Vec<(f64, f64)>,
-    color: RGBColor,
-    label: String,
-) -> DrawResult
-where
-    DB: DrawingBackend + 'a,
-    DB::ErrorType: 'static,
-    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
-{
-    chart
-        .draw_series(LineSeries::new(valid.clone(), color.stroke_width(3)))?
-        .label(label)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3)));
-    chart.draw_series(valid.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
-    Ok(())
-}
-
-/// The legend: upper right on the loss panel, lower right on the accuracy panel.
-fn draw_legend<'a, DB, Y>(chart: &mut Chart<'a, DB, Y>, metric: Metric) -> DrawResult
-where
-    DB: DrawingBackend + 'a,
-    DB::ErrorType: 'static,
-    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
-{
-    chart
-        .configure_series_labels()
-        .position(if metric == Metric::Loss {
-            SeriesLabelPosition::UpperRight
-        } else {
-            SeriesLabelPosition::LowerRight
-        })
-        .label_font(("sans-serif", 15))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
         .draw()?;
     Ok(())
 }

@@ -44,7 +44,7 @@ fn every_run_writes_curves_and_a_summary_and_runs_are_listed_and_overlaid() {
             path_str(&run),
             "-q",
         ]));
-        assert_eq!(png_size(&run.join("curves.png")), (1400, 560));
+        assert_eq!(png_size(&run.join("curves.png")), (1400, 580));
         let summary: serde_json::Value =
             serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
         assert_eq!(summary["job"], "fashion-mlp");
@@ -77,7 +77,7 @@ fn every_run_writes_curves_and_a_summary_and_runs_are_listed_and_overlaid() {
         "--out",
         path_str(&overlay),
     ]));
-    assert_eq!(png_size(&overlay), (1400, 560));
+    assert_eq!(png_size(&overlay), (1400, 580));
 
     // A regression gets loss and R² panels; with a schedule, a third for the learning rate.
     let run = dir.join("linear");
@@ -94,7 +94,7 @@ fn every_run_writes_curves_and_a_summary_and_runs_are_listed_and_overlaid() {
         path_str(&run),
         "-q",
     ]));
-    assert_eq!(png_size(&run.join("curves.png")), (1400, 560));
+    assert_eq!(png_size(&run.join("curves.png")), (1400, 580));
     let scheduled = config(
         &dir,
         "step.toml",
@@ -114,7 +114,7 @@ fn every_run_writes_curves_and_a_summary_and_runs_are_listed_and_overlaid() {
         path_str(&run),
         "-q",
     ]));
-    assert_eq!(png_size(&run.join("curves.png")), (2100, 560));
+    assert_eq!(png_size(&run.join("curves.png")), (2100, 580));
 }
 
 #[test]

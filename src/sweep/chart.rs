@@ -2,6 +2,7 @@
 //! every complete trial's validation curve overlaid, coloured by its configuration's rank.
 
 use super::folder::SweepDir;
+use super::legible;
 use super::plan::{Plan, number};
 use super::report::{RankBy, SweepReport};
 use crate::error::Result;
@@ -10,9 +11,10 @@ use plotters::prelude::*;
 use std::path::Path;
 use toml::Value;
 
-/// Draws the report's chart into `out`.
+/// Draws the report's chart into `out`: a panel per axis, the curves, and their legend in a
+/// panel of its own (so that it covers no curve and cuts no label).
 pub fn draw(dir: &SweepDir, plan: &Plan, report: &SweepReport, out: &Path) -> Result<()> {
-    let panels = plan.axes.len() + 1;
+    let panels = plan.axes.len() + 2;
     let cols = panels.min(3);
     let rows = panels.div_ceil(cols);
     let size = (600 * cols as u32, 460 * rows as u32 + 40);
@@ -22,7 +24,8 @@ pub fn draw(dir: &SweepDir, plan: &Plan, report: &SweepReport, out: &Path) -> Re
         for (area, axis) in areas.iter().zip(&plan.axes) {
             axis_panel(area, axis, plan, report)?;
         }
-        curves_panel(&areas[plan.axes.len()], dir, report)
+        curves_panel(&areas[plan.axes.len()], dir, report)?;
+        legend_panel(&areas[plan.axes.len() + 1], report)
     })
 }
 
@@ -64,8 +67,8 @@ impl XScale {
             _ => {
                 let mut cats: Vec<String> = Vec::new();
                 for v in values {
-                    if !cats.contains(&v.to_string()) {
-                        cats.push(v.to_string());
+                    if !cats.contains(&legible::value(v)) {
+                        cats.push(legible::value(v));
                     }
                 }
                 XScale::Categories(cats)
@@ -77,16 +80,18 @@ impl XScale {
         match self {
             XScale::Linear => number(v).unwrap_or(0.0),
             XScale::Log10 => number(v).unwrap_or(1.0).log10(),
-            XScale::Categories(c) => c.iter().position(|s| *s == v.to_string()).unwrap_or(0) as f64,
+            XScale::Categories(c) => {
+                c.iter().position(|s| *s == legible::value(v)).unwrap_or(0) as f64
+            }
         }
     }
 
     fn label(&self, x: f64) -> String {
         match self {
-            XScale::Linear => {
-                let text = format!("{x:.3}");
-                text.trim_end_matches('0').trim_end_matches('.').to_string()
-            }
+            // Three digits: ticks are round numbers, and tiny ones (1e-5) are not all "0"; a
+            // zero tick may come out as float noise.
+            XScale::Linear if x.abs() < 1e-12 => "0".to_string(),
+            XScale::Linear => legible::significant(x, 3),
             XScale::Log10 => format!("{:.1e}", 10f64.powf(x)),
             XScale::Categories(c) => {
                 let i = x.round();
@@ -171,11 +176,6 @@ fn axis_panel(area: &Area, axis: &str, plan: &Plan, report: &SweepReport) -> Dra
 /// in colour, the rest grey).
 fn curves_panel(area: &Area, dir: &SweepDir, report: &SweepReport) -> DrawResult {
     let mut lines: Vec<(usize, Vec<(f64, f64)>)> = Vec::new();
-    let label = |rank: usize| {
-        let c = &report.configurations[rank].configuration;
-        let short: String = c.chars().take(48).collect();
-        format!("#{} {short}", rank + 1)
-    };
     for (rank, c) in report.configurations.iter().enumerate() {
         for t in report.trials.iter().filter(|t| c.trials.contains(&t.index)) {
             if t.value.is_none() {
@@ -217,31 +217,62 @@ fn curves_panel(area: &Area, dir: &SweepDir, report: &SweepReport) -> DrawResult
         .label_style(("sans-serif", 14))
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
-    // Grey first, so the best configurations are drawn on top; one legend entry per colour.
+    // Grey first, so the best configurations are drawn on top.
     lines.sort_by_key(|(rank, _)| std::cmp::Reverse(*rank));
-    let mut labelled = Vec::new();
     for (rank, points) in lines {
-        let style = match COLORS.get(rank) {
-            Some(c) => c.stroke_width(2),
-            None => RGBColor(170, 170, 170).stroke_width(1),
-        };
-        let series = chart.draw_series(LineSeries::new(points, style))?;
-        if rank < COLORS.len() && !labelled.contains(&rank) {
-            labelled.push(rank);
-            series
-                .label(label(rank))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-        }
+        chart.draw_series(LineSeries::new(points, rank_style(rank)))?;
     }
-    chart
-        .configure_series_labels()
-        .position(match report.metric {
-            RankBy::Accuracy => SeriesLabelPosition::LowerRight,
-            RankBy::Loss => SeriesLabelPosition::UpperRight,
-        })
-        .label_font(("sans-serif", 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .draw()?;
+    Ok(())
+}
+
+/// The line of the configuration ranked `rank` (from 0): the best six in colour, the rest grey.
+fn rank_style(rank: usize) -> ShapeStyle {
+    match COLORS.get(rank) {
+        Some(c) => c.stroke_width(2),
+        None => RGBColor(170, 170, 170).stroke_width(1),
+    }
+}
+
+/// The curves' legend: each coloured configuration's rank, metric and swept values, wrapped
+/// onto as many lines as they need (three at most), then a line for the grey ones.
+fn legend_panel(area: &Area, report: &SweepReport) -> DrawResult {
+    const WIDTH: usize = 60;
+    const LINE: i32 = 18;
+    const GAP: i32 = 6;
+    let font = ("sans-serif", 14).into_font();
+    let (x, mut y) = (24, 52);
+    area.draw(&Text::new(
+        "legend of the validation curves",
+        (x, 16),
+        ("sans-serif", 20).into_font(),
+    ))?;
+    let shown = report.configurations.len().min(COLORS.len());
+    // The configuration's lines each entry may take, so that all of them and the grey line fit.
+    let room = area.dim_in_pixel().1 as i32 - y - LINE - shown as i32 * (LINE + GAP);
+    let lines = (room / LINE / shown.max(1) as i32).clamp(1, 3) as usize;
+    for (rank, c) in report.configurations.iter().enumerate().take(shown) {
+        let swatch = vec![(x, y + 8), (x + 28, y + 8)];
+        area.draw(&PathElement::new(swatch, rank_style(rank)))?;
+        let value = c.mean.map_or("no complete trial".to_string(), |m| {
+            legible::mean_std(report.metric, m, c.std)
+        });
+        let head = format!("#{}  {value}", rank + 1);
+        area.draw(&Text::new(head, (x + 40, y), font.clone()))?;
+        for line in legible::wrap(&c.configuration, WIDTH, lines) {
+            y += LINE;
+            area.draw(&Text::new(line, (x + 56, y), font.clone()))?;
+        }
+        y += LINE + GAP;
+    }
+    let grey = report.configurations.len().saturating_sub(COLORS.len());
+    if grey > 0 {
+        let swatch = vec![(x, y + 8), (x + 28, y + 8)];
+        area.draw(&PathElement::new(swatch, rank_style(COLORS.len())))?;
+        let text = match grey {
+            1 => format!("#{}", COLORS.len() + 1),
+            _ => format!("#{} to #{}", COLORS.len() + 1, report.configurations.len()),
+        };
+        area.draw(&Text::new(text, (x + 40, y), font))?;
+    }
     Ok(())
 }

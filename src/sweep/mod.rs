@@ -5,6 +5,7 @@
 
 mod chart;
 pub mod folder;
+pub mod legible;
 pub mod plan;
 pub mod report;
 pub mod run;

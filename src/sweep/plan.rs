@@ -48,28 +48,28 @@ pub struct Trial {
 }
 
 impl Trial {
-    /// Every swept value, the seed included: `adam.lr=0.001 seed=2`.
+    /// Every swept value, the seed included, as printed: `adam.lr=6.027e-4 seed=2`.
     pub fn label(&self) -> String {
-        self.joined(|_| true)
+        super::legible::pairs(self.sets.iter())
     }
 
-    /// The swept values but the seed: the trials of one configuration share it.
+    /// The swept values but the seed, every digit kept: the trials of one configuration share
+    /// it.
     pub fn configuration(&self) -> String {
-        match self.joined(|k| k != "seed") {
+        let parts: Vec<String> = self.unseeded().map(|(k, v)| format!("{k}={v}")).collect();
+        parts.join(" ")
+    }
+
+    /// The configuration as printed and drawn (four significant digits, strings bare).
+    pub fn configuration_label(&self) -> String {
+        match super::legible::pairs(self.unseeded()) {
             parts if parts.is_empty() => "(base)".to_string(),
             parts => parts,
         }
     }
 
-    /// `key=value` of the swept keys that `keep`, joined by spaces.
-    fn joined(&self, keep: impl Fn(&str) -> bool) -> String {
-        let parts: Vec<String> = self
-            .sets
-            .iter()
-            .filter(|(k, _)| keep(k))
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        parts.join(" ")
+    fn unseeded(&self) -> impl Iterator<Item = &(String, Value)> {
+        self.sets.iter().filter(|(k, _)| k != "seed")
     }
 }
 
@@ -350,18 +350,21 @@ impl Plan {
     /// `ember sweep plan`'s tables: the trials, and how each unit trains.
     pub fn text(&self) -> Result<String> {
         let mut out = format!(
-            "sweep {} (base {}): {} trials in {} units\ntrial  unit  overrides\n",
+            "sweep {} (base {}): {} trials in {} units\ntrial  unit  values (each trial's config.toml keeps every digit)\n",
             self.name,
             self.base.display(),
             self.trials.len(),
             self.units
         );
         for t in &self.trials {
+            // The swept values as printed, then what the plan pins (the split seed) exactly.
+            let pinned = t.overrides[t.sets.len()..].join(" ");
+            let values = format!("{} {pinned}", t.label());
             out.push_str(&format!(
                 "{:>5}  {:>4}  {}\n",
                 t.index,
                 t.unit,
-                t.overrides.join(" ")
+                values.trim()
             ));
         }
         out.push_str("unit  trains as\n");

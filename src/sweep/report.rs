@@ -3,6 +3,7 @@
 //! `sweep.png`.
 
 use super::folder::{REPORT_JSON, REPORT_PNG, SweepDir, TrialState};
+use super::legible;
 use super::plan::{Plan, Trial};
 use crate::error::Result;
 use crate::input_err;
@@ -25,7 +26,11 @@ pub enum RankBy {
 pub struct TrialResult {
     pub index: usize,
     pub unit: usize,
+    /// The swept values but the seed, as printed (`overrides` has every digit).
     pub configuration: String,
+    /// The same, every digit kept: what groups the trials of one configuration.
+    #[serde(skip)]
+    key: String,
     pub overrides: Vec<String>,
     /// complete, diverged, failed, crashed, incomplete, running or not run.
     pub status: String,
@@ -38,6 +43,7 @@ pub struct TrialResult {
 /// One configuration: the trials that differ only in seed.
 #[derive(Debug, Serialize)]
 pub struct ConfigResult {
+    /// The swept values but the seed, as printed.
     pub configuration: String,
     pub trials: Vec<usize>,
     /// Over the complete trials.
@@ -130,7 +136,8 @@ fn trial_result(
     TrialResult {
         index: t.index,
         unit: t.unit,
-        configuration: t.configuration(),
+        configuration: t.configuration_label(),
+        key: t.configuration(),
         overrides: t.overrides.clone(),
         status,
         value,
@@ -141,20 +148,21 @@ fn trial_result(
 
 /// The configurations in the plan's order, then sorted best first.
 fn rank(plan: &Plan, trials: &[TrialResult], metric: RankBy) -> Vec<ConfigResult> {
-    let mut order: Vec<String> = Vec::new();
+    let mut order: Vec<&Trial> = Vec::new();
     for t in &plan.trials {
-        if !order.contains(&t.configuration()) {
-            order.push(t.configuration());
+        if !order.iter().any(|o| o.configuration() == t.configuration()) {
+            order.push(t);
         }
     }
     let mut configs: Vec<ConfigResult> = order
         .into_iter()
-        .map(|c| {
-            let mine: Vec<&TrialResult> = trials.iter().filter(|t| t.configuration == c).collect();
+        .map(|first| {
+            let key = first.configuration();
+            let mine: Vec<&TrialResult> = trials.iter().filter(|t| t.key == key).collect();
             let values: Vec<f64> = mine.iter().filter_map(|t| t.value).collect();
             let (mean, std) = mean_std(&values);
             ConfigResult {
-                configuration: c,
+                configuration: first.configuration_label(),
                 trials: mine.iter().map(|t| t.index).collect(),
                 mean,
                 std,
@@ -191,9 +199,9 @@ fn mean_std(values: &[f64]) -> (Option<f64>, Option<f64>) {
 impl SweepReport {
     /// The ranking as a table.
     pub fn table(&self) -> String {
-        let (what, scale, unit) = match self.metric {
-            RankBy::Accuracy => ("best valid accuracy", 100.0, " %"),
-            RankBy::Loss => ("best valid loss", 1.0, ""),
+        let what = match self.metric {
+            RankBy::Accuracy => "best valid accuracy",
+            RankBy::Loss => "best valid loss",
         };
         let mut out = format!(
             "sweep {}: {} trials, {} configurations, ranked by {what} (mean ± std over seeds)\n\
@@ -204,11 +212,9 @@ impl SweepReport {
             what
         );
         for (i, c) in self.configurations.iter().enumerate() {
-            let value = match (c.mean, c.std) {
-                (Some(m), Some(s)) => format!("{:.4} ± {:.4}{unit}", m * scale, s * scale),
-                (Some(m), None) => format!("{:.4}{unit}", m * scale),
-                (None, _) => "-".to_string(),
-            };
+            let value = c.mean.map_or("-".to_string(), |m| {
+                legible::mean_std(self.metric, m, c.std)
+            });
             let failed = match c.failed.is_empty() {
                 true => String::new(),
                 false => format!("  [failed: {}]", c.failed.join(", ")),
