@@ -355,3 +355,44 @@ fn a_target_in_dollars_trains_standardised_and_reports_in_dollars() {
     assert!((values[0] - 330_000.0).abs() < 15_000.0, "{values:?}");
     assert!((values[1] - 490_000.0).abs() < 15_000.0, "{values:?}");
 }
+
+/// A column that holds one value in every training row (here: after the split sent the one row
+/// that differs to validation, and in a training file of its own) is a warning naming it, not
+/// an error; the run trains.
+#[test]
+fn a_column_constant_in_training_is_a_warning() {
+    let dir = scratch("tables-constant");
+    let mut text = String::from("x,flag,city,label\n");
+    for i in 0..50 {
+        let x = (i * 37 % 50) as f64 / 50.0;
+        let flag = if i == 0 { 7 } else { 5 };
+        writeln!(text, "{x},{flag},Oslo,{}", u8::from(x > 0.5)).unwrap();
+    }
+    let data = dir.join("flags.csv");
+    std::fs::write(&data, text).unwrap();
+    let job = |extra: &str| {
+        let text = format!(
+            "task = \"binary\"\nepochs = 2\n[model]\nhidden = [4]\n[adam]\nlr = 1e-2\n\
+             [data]\ncsv = \"{}\"\nlabel = \"label\"\nstandardize = true\nvalid_fraction = 0.2\n{extra}\
+             [data.columns]\nx = \"numeric\"\nflag = \"numeric\"\ncity = \"category\"\n",
+            data.display()
+        );
+        config(&dir, "job.toml", &text)
+    };
+    // Split seed 5 holds out row 0, the only one whose flag is not 5.
+    let out = train(&job("split_seed = 5\n"), &dir.join("split"));
+    ok(&out);
+    let warning = format!(
+        "warning: {}: columns \"flag\", \"city\" hold one value in all 40 training rows",
+        data.display()
+    );
+    assert!(stderr(&out).contains(&warning), "{}", stderr(&out));
+    // Another split seed keeps row 0 in training: only the city is constant.
+    let out = train(&job("split_seed = 1\n"), &dir.join("kept"));
+    ok(&out);
+    assert!(
+        stderr(&out).contains("column \"city\" holds one value in all 40 training rows"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -64,6 +64,7 @@ pub fn load(config: &JobConfig, spec: &TableSpec) -> Result<HostData> {
         target_stats: None,
         image_size: None,
     };
+    warn_constant_columns(&data);
     if spec.standardize {
         standardize(&mut data, spec)?;
     }
@@ -80,6 +81,61 @@ pub fn load(config: &JobConfig, spec: &TableSpec) -> Result<HostData> {
         data.target_stats = Some(stats);
     }
     Ok(data)
+}
+
+/// Says on stderr which input columns hold one value in every training row (a column can become
+/// constant only after the split): the model learns nothing from them. They are kept, since
+/// later files may vary, and training goes on.
+fn warn_constant_columns(data: &HostData) {
+    let constant = constant_columns(&data.train.features, &input_columns(data));
+    if !constant.is_empty() {
+        eprintln!(
+            "warning: {}: {} one value in all {} training rows, so the model learns nothing \
+             from {}",
+            data.source,
+            match constant.as_slice() {
+                [one] => format!("column \"{one}\" holds"),
+                many => format!("columns \"{}\" hold", many.join("\", \"")),
+            },
+            data.train.rows(),
+            if constant.len() == 1 { "it" } else { "them" }
+        );
+    }
+}
+
+/// Each input column's name and the number of model inputs it makes, in input order; empty for
+/// a built-in table.
+fn input_columns(data: &HostData) -> Vec<(String, usize)> {
+    match (&data.encoding, &data.features) {
+        (Some(encoding), _) => encoding
+            .iter()
+            .map(|e| (e.column.clone(), e.inputs().len()))
+            .collect(),
+        (None, Some(features)) => features.iter().map(|f| (f.clone(), 1)).collect(),
+        (None, None) => Vec::new(),
+    }
+}
+
+/// The columns of `columns` whose every input holds one value in all rows of `features`.
+fn constant_columns(features: &super::Matrix, columns: &[(String, usize)]) -> Vec<String> {
+    let width: usize = columns.iter().map(|(_, n)| n).sum();
+    if features.rows < 2 || width != features.cols {
+        return Vec::new();
+    }
+    let cols = features.cols;
+    let same = |c: usize| {
+        let first = features.values[c];
+        (1..features.rows).all(|r| features.values[r * cols + c] == first)
+    };
+    let mut at = 0;
+    let mut constant = Vec::new();
+    for (name, n) in columns {
+        if (at..at + n).all(same) {
+            constant.push(name.clone());
+        }
+        at += n;
+    }
+    constant
 }
 
 /// The mean and (population) standard deviation of the training split's one target; a
