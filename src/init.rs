@@ -138,6 +138,15 @@ pub fn from_csv(path: &Path, label: &str) -> Result<Draft> {
             format!("fewer than 2 data rows with a value in \"{label}\""),
         ));
     }
+    if values.iter().all(|v| *v == values[0]) {
+        return Err(EmberError::file(
+            path,
+            format!(
+                "\"{label}\" holds one value ({}) in every row with a label: nothing to learn",
+                values[0]
+            ),
+        ));
+    }
     let (task, mut why) = task_of(&values, label);
     if values.len() < csv.records.len() {
         let n = csv.records.len() - values.len();

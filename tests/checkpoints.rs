@@ -382,32 +382,12 @@ fn training_starts_from_imported_pytorch_weights() {
 
 #[test]
 fn numpy_forward_pass_of_each_export_matches_predict() {
-    let Ok(python) = std::env::var("EMBER_TEST_PYTHON") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true, but EMBER_TEST_PYTHON is not set: numpy_forward_pass_of_each_export_matches_predict \
-             needs it set to a Python with numpy and safetensors (.ci/run makes one in a venv)"
-        );
-        eprintln!(
-            "skipped numpy_forward_pass_of_each_export_matches_predict: EMBER_TEST_PYTHON is not \
-             set; set it to a Python with numpy and safetensors (pip install numpy safetensors) \
-             to run it"
-        );
+    let Some(python) = test_python(
+        &["numpy", "safetensors"],
+        "numpy_forward_pass_of_each_export_matches_predict",
+    ) else {
         return;
     };
-    // A Python that was named but lacks the packages is a broken setup, not a reason to skip.
-    let probe = Command::new(&python)
-        .args(["-c", "import numpy, safetensors"])
-        .output();
-    assert!(
-        probe.as_ref().is_ok_and(|o| o.status.success()),
-        "EMBER_TEST_PYTHON={python} cannot import numpy and safetensors \
-         (pip install numpy safetensors): {}",
-        match &probe {
-            Ok(o) => stderr(o),
-            Err(e) => e.to_string(),
-        }
-    );
     let dir = scratch("numpy");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/numpy_forward.py");
     for (job, rows) in [

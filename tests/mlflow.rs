@@ -37,14 +37,7 @@ impl Drop for Server {
 
 /// The `mlflow` beside `EMBER_TEST_PYTHON`, or `None` (a skip, which CI does not allow).
 fn mlflow_binary() -> Option<PathBuf> {
-    let Ok(python) = std::env::var("EMBER_TEST_PYTHON") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true, but EMBER_TEST_PYTHON is not set: the MLflow tests need a Python with mlflow (.ci/run makes one)"
-        );
-        eprintln!("skipped: EMBER_TEST_PYTHON is not set (a Python with mlflow runs these tests)");
-        return None;
-    };
+    let python = test_python(&["mlflow"], "the MLflow tests")?;
     let mlflow = Path::new(&python).with_file_name("mlflow");
     assert!(
         mlflow.is_file(),

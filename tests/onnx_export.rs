@@ -314,21 +314,10 @@ fn compare(case: &Case, outputs: &[(String, Vec<usize>, Vec<String>)]) -> f64 {
 /// The Python check, where `EMBER_TEST_PYTHON` names a Python with onnx and onnxruntime
 /// (required under CI=true).
 fn python_check(dir: &Path, cases: &[Case]) {
-    let Ok(python) = std::env::var("EMBER_TEST_PYTHON") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true, but EMBER_TEST_PYTHON is not set: the onnxruntime check needs a Python with onnx and onnxruntime (.ci/run makes one)"
-        );
-        eprintln!("skipped the onnxruntime check: EMBER_TEST_PYTHON is not set");
+    let Some(python) = common::test_python(&["onnx", "onnxruntime"], "the onnxruntime check")
+    else {
         return;
     };
-    let probe = Command::new(&python)
-        .args(["-c", "import onnx, onnxruntime"])
-        .output();
-    assert!(
-        probe.as_ref().is_ok_and(|o| o.status.success()),
-        "EMBER_TEST_PYTHON={python} cannot import onnx and onnxruntime (pip install onnx onnxruntime)"
-    );
     let list: Vec<serde_json::Value> = cases
         .iter()
         .map(|c| {

@@ -466,4 +466,11 @@ fn init_drafts_a_job_file_that_trains_on_the_users_csv() {
     assert!(common::stderr(&out).contains("inferred task = \"regression\""));
     let out = ember(&["init", "--csv", path_str(&y), "--label", "nope"]);
     bad_input(&out, "reg.csv: no column named \"nope\" (--label)");
+    // A label with one value (a missing cell aside) has nothing to tell apart.
+    let one = config(&dir, "one.csv", "a,y\n1,yes\n2,yes\n3,NA\n4,yes\n");
+    let out = ember(&["init", "--csv", path_str(&one), "--label", "y"]);
+    bad_input(
+        &out,
+        "one.csv: \"y\" holds one value (yes) in every row with a label: nothing to learn",
+    );
 }

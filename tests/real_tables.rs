@@ -383,7 +383,7 @@ fn a_column_constant_in_training_is_a_warning() {
     let out = train(&job("split_seed = 5\n"), &dir.join("split"));
     ok(&out);
     let warning = format!(
-        "warning: {}: columns \"flag\", \"city\" hold one value in all 40 training rows",
+        "warning: {}: columns \"flag\", \"city\" give the same inputs in all 40 training rows",
         data.display()
     );
     assert!(stderr(&out).contains(&warning), "{}", stderr(&out));
@@ -391,7 +391,7 @@ fn a_column_constant_in_training_is_a_warning() {
     let out = train(&job("split_seed = 1\n"), &dir.join("kept"));
     ok(&out);
     assert!(
-        stderr(&out).contains("column \"city\" holds one value in all 40 training rows"),
+        stderr(&out).contains("column \"city\" gives the same inputs in all 40 training rows"),
         "{}",
         stderr(&out)
     );

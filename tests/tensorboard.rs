@@ -72,14 +72,7 @@ fn assert_matches(got: &Scalars, want: &Scalars) {
 
 /// TensorBoard's reading of `run`, where a Python with it is named.
 fn tensorboard_reads(run: &Path) -> Option<Scalars> {
-    let Ok(python) = std::env::var("EMBER_TEST_PYTHON") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true, but EMBER_TEST_PYTHON is not set: it must name a Python with tensorboard (.ci/run makes one)"
-        );
-        eprintln!("skipped TensorBoard's own reader: EMBER_TEST_PYTHON is not set");
-        return None;
-    };
+    let python = test_python(&["tensorboard"], "TensorBoard's own reader")?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tensorboard_check.py");
     let o = Command::new(&python)
         .args([path_str(&script), path_str(run)])

@@ -90,12 +90,12 @@ fn warn_constant_columns(data: &HostData) {
     let constant = constant_columns(&data.train.features, &input_columns(data));
     if !constant.is_empty() {
         eprintln!(
-            "warning: {}: {} one value in all {} training rows, so the model learns nothing \
-             from {}",
+            "warning: {}: {} the same inputs in all {} training rows (one value, or only \
+             rare levels), so the model learns nothing from {}",
             data.source,
             match constant.as_slice() {
-                [one] => format!("column \"{one}\" holds"),
-                many => format!("columns \"{}\" hold", many.join("\", \"")),
+                [one] => format!("column \"{one}\" gives"),
+                many => format!("columns \"{}\" give", many.join("\", \"")),
             },
             data.train.rows(),
             if constant.len() == 1 { "it" } else { "them" }

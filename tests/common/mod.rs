@@ -165,3 +165,32 @@ pub fn last_valid(run: &Path, column: &str) -> f64 {
     let last = text.lines().rfind(|l| l.contains(",valid,")).unwrap();
     last.split(',').nth(at).unwrap().parse().unwrap()
 }
+
+/// The Python that `EMBER_TEST_PYTHON` names, checked to import `modules` (a Python named but
+/// lacking them is a broken setup, not a reason to skip). Unset, `None` and a skip line for
+/// `what`; under `CI=true` unset is a failure, since CI must run every check.
+pub fn test_python(modules: &[&str], what: &str) -> Option<String> {
+    let list = modules.join(", ");
+    let Ok(python) = std::env::var("EMBER_TEST_PYTHON") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true, but EMBER_TEST_PYTHON is not set: {what} needs a Python with {list} \
+             (.ci/run makes one)"
+        );
+        eprintln!("skipped {what}: EMBER_TEST_PYTHON is not set (a Python with {list})");
+        return None;
+    };
+    let probe = Command::new(&python)
+        .args(["-c", &format!("import {list}")])
+        .output();
+    assert!(
+        probe.as_ref().is_ok_and(|o| o.status.success()),
+        "EMBER_TEST_PYTHON={python} cannot import {list} (pip install {}): {}",
+        modules.join(" "),
+        match &probe {
+            Ok(o) => stderr(o),
+            Err(e) => e.to_string(),
+        }
+    );
+    Some(python)
+}
