@@ -135,6 +135,14 @@ fn csv_with_a_short_row_or_a_word() {
     let dir = scratch("bad-csv");
     let short = config(&dir, "short.csv", "a,b,label\n1,2,0\n3,4\n");
     let word = config(&dir, "word.csv", "a,b,label\n1,2,0\n3,four,1\n");
+    // CRLF line ends (Excel, Python's csv module) and a blank line before the bad row: the
+    // line named is still the file's own (the csv crate's count is one short after either).
+    let crlf = config(
+        &dir,
+        "crlf.csv",
+        "a,b,label\r\n1,2,0\r\n\r\n5,6,1\r\n3,four,1\r\n",
+    );
+    let blank = config(&dir, "blank.csv", "a,b,label\n1,2,0\n\n3,four,1\n");
     for (file, needle) in [
         (
             &short,
@@ -143,6 +151,14 @@ fn csv_with_a_short_row_or_a_word() {
         (
             &word,
             "word.csv: line 3: column \"b\" holds \"four\", not a finite number".to_string(),
+        ),
+        (
+            &crlf,
+            "crlf.csv: line 5: column \"b\" holds \"four\", not a finite number".to_string(),
+        ),
+        (
+            &blank,
+            "blank.csv: line 4: column \"b\" holds \"four\", not a finite number".to_string(),
         ),
     ] {
         let cfg = config(

@@ -95,6 +95,17 @@ pub enum InputScale {
     Raw,
 }
 
+impl InputScale {
+    /// What each pixel byte is multiplied by, in f32 (the data sources and the ONNX graph
+    /// alike, so that both give the same floats).
+    pub fn factor(self) -> f32 {
+        match self {
+            InputScale::Unit => 1.0 / 255.0,
+            InputScale::Raw => 1.0,
+        }
+    }
+}
+
 /// The colour channels an image source reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -107,10 +107,7 @@ fn to_split(
 
 /// Bytes to floats, scaled as the recipe says.
 pub fn pixels_to_matrix(pixels: &[u8], count: usize, scale: InputScale) -> Matrix {
-    let factor = match scale {
-        InputScale::Unit => 1.0 / 255.0,
-        InputScale::Raw => 1.0,
-    };
+    let factor = scale.factor();
     Matrix {
         rows: count,
         cols: pixels.len() / count.max(1),

@@ -118,10 +118,7 @@ impl Mapper<PathBuf, Result<Vec<f32>>> for Decode {
             Channels::Grayscale => img.to_luma8().into_raw(),
             Channels::Rgb => img.to_rgb8().into_raw(),
         };
-        let factor = match self.scale {
-            InputScale::Unit => 1.0 / 255.0,
-            InputScale::Raw => 1.0,
-        };
+        let factor = self.scale.factor();
         Ok(bytes.into_iter().map(|b| f32::from(b) * factor).collect())
     }
 }

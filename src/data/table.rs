@@ -81,9 +81,15 @@ pub fn read_text(path: &Path) -> Result<TextCsv> {
         )));
     }
     let (mut records, mut lines) = (Vec::new(), Vec::new());
+    let mut line_ends = LineCounter::open(path)?;
     for record in reader.records() {
         let record = record.map_err(|e| fail(csv_reason(&e)))?;
-        let line = record.position().map_or(0, |p| p.line());
+        let line = match record.position() {
+            Some(p) => line_ends
+                .line_at(p.byte())
+                .map_err(|e| fail(crate::fs::describe_io(&e)))?,
+            None => 0,
+        };
         if record.len() == 1 && record[0].is_empty() {
             continue; // a blank line
         }
@@ -103,6 +109,51 @@ pub fn read_text(path: &Path) -> Result<TextCsv> {
         records,
         lines,
     })
+}
+
+/// The line numbers of records, from their byte offsets. The csv crate's own
+/// (`Position::line`) are one short in a file with CRLF line ends and for a record after a
+/// blank line (rust-csv issues 395 and 208), so ember counts the line ends itself, in a second
+/// sequential read of the file.
+struct LineCounter {
+    reader: std::io::BufReader<std::fs::File>,
+    offset: u64,
+    line: u64,
+}
+
+impl LineCounter {
+    fn open(path: &Path) -> Result<LineCounter> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| EmberError::file(path, crate::fs::describe_io(&e)))?;
+        Ok(LineCounter {
+            reader: std::io::BufReader::new(file),
+            offset: 0,
+            line: 1,
+        })
+    }
+
+    /// The line of the record the csv reader places at `byte` (offsets only grow): past the
+    /// line ends before it, and past the ends of blank lines that the reader skipped there.
+    fn line_at(&mut self, byte: u64) -> std::io::Result<u64> {
+        use std::io::BufRead;
+        loop {
+            let buf = self.reader.fill_buf()?;
+            let n = match usize::try_from(byte.saturating_sub(self.offset)) {
+                Ok(0) => buf
+                    .iter()
+                    .take_while(|b| matches!(b, b'\r' | b'\n'))
+                    .count(),
+                Ok(left) => left.min(buf.len()),
+                Err(_) => buf.len(),
+            };
+            if n == 0 {
+                return Ok(self.line);
+            }
+            self.line += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+            self.reader.consume(n);
+            self.offset += n as u64;
+        }
+    }
 }
 
 impl TextCsv {

@@ -126,8 +126,8 @@ fn pixels(g: &mut Graph, dims: &[Dim], scale: InputScale) -> Inputs {
     let info = value_info("pixels", elem::FLOAT, dims, doc);
     let mut flat = g.op("Flatten", &["pixels"], vec![Attr::Int("axis", 1)]);
     if scale == InputScale::Unit {
-        // The factor ember multiplies by (`data::fashion::pixels_to_matrix`), in f32.
-        let factor = g.floats("scale", &[], &[1.0 / 255.0]);
+        // The factor ember's data sources multiply by, in f32.
+        let factor = g.floats("scale", &[], &[scale.factor()]);
         flat = g.bin("Mul", &flat, &factor);
     }
     Inputs {
