@@ -16,22 +16,6 @@ fn small_config(dir: &Path) -> std::path::PathBuf {
     )
 }
 
-const SLICE: [&str; 6] = [
-    "--device",
-    "cpu",
-    "--max-train-rows",
-    "6000",
-    "--max-valid-rows",
-    "1000",
-];
-
-/// `ember train` with a checkpoint after every epoch (the default is at most one per 10 s).
-fn train_args<'a>(cfg: &'a str, out: &'a str) -> Vec<&'a str> {
-    let mut a = vec!["train", cfg, "--out", out, "-q", "--checkpoint-every", "0"];
-    a.extend_from_slice(&SLICE);
-    a
-}
-
 #[test]
 fn resume_after_sigkill_or_ctrl_c_ends_with_the_same_weights() {
     let dir = scratch("resume");
@@ -39,23 +23,17 @@ fn resume_after_sigkill_or_ctrl_c_ends_with_the_same_weights() {
     let cfg = path_str(&cfg);
 
     let reference = dir.join("reference");
-    ok(&ember(&train_args(cfg, path_str(&reference))));
+    ok(&ember(&train_each_epoch_checkpointed(
+        cfg,
+        path_str(&reference),
+    )));
     let expected = std::fs::read(reference.join("model.safetensors")).unwrap();
 
     // SIGKILL in the middle of epoch 3.
     let killed = dir.join("killed");
-    let mut child = spawn(&train_args(cfg, path_str(&killed)));
-    wait_for(
-        &killed.join("checkpoint/epoch-2.json"),
-        Duration::from_secs(120),
-    );
-    std::thread::sleep(Duration::from_millis(150));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(
-        !killed.join("summary.json").exists(),
-        "the run finished before the kill"
-    );
+    let child = spawn(&train_each_epoch_checkpointed(cfg, path_str(&killed)));
+    let (limit, settle) = (Duration::from_secs(120), Duration::from_millis(150));
+    kill_mid_epoch(child, &killed, 2, limit, settle);
     assert!(!killed.join("model.safetensors").exists());
     let o = ember(&[
         "train",
@@ -75,7 +53,7 @@ fn resume_after_sigkill_or_ctrl_c_ends_with_the_same_weights() {
 
     // Ctrl-C: stops at the end of the epoch with a checkpoint, exit 130, then resumes.
     let stopped = dir.join("stopped");
-    let child = spawn(&train_args(cfg, path_str(&stopped)));
+    let child = spawn(&train_each_epoch_checkpointed(cfg, path_str(&stopped)));
     wait_for(
         &stopped.join("checkpoint/epoch-1.json"),
         Duration::from_secs(120),

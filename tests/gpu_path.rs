@@ -313,18 +313,9 @@ fn a_killed_gpu_run_resumes_onto_its_device_and_exports_for_the_cpu() {
 
         let killed = dir.join("killed");
         let a = args(&killed);
-        let mut child = spawn(&a.iter().map(String::as_str).collect::<Vec<_>>());
-        wait_for(
-            &killed.join("checkpoint/epoch-2.json"),
-            Duration::from_secs(300),
-        );
-        std::thread::sleep(Duration::from_millis(200));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert!(
-            !killed.join("summary.json").exists(),
-            "the run finished before the kill"
-        );
+        let child = spawn(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        let (limit, settle) = (Duration::from_secs(300), Duration::from_millis(200));
+        kill_mid_epoch(child, &killed, 2, limit, settle);
 
         let resumed = Command::new(bin())
             .args([

@@ -254,23 +254,8 @@ fn a_server_killed_mid_run_or_never_there_costs_the_run_nothing() {
         "job = \"fashion-mlp\"\nepochs = 6\nbatch_size = 64\n[adam]\nlr = 1e-3\n",
     );
     let run = dir.join("run");
-    let args = [
-        "train",
-        path_str(&cfg),
-        "--out",
-        path_str(&run),
-        "-q",
-        "--checkpoint-every",
-        "0",
-        "--device",
-        "cpu",
-        "--max-train-rows",
-        "6000",
-        "--max-valid-rows",
-        "1000",
-        "--mlflow",
-        server.uri.as_str(),
-    ];
+    let mut args = train_each_epoch_checkpointed(path_str(&cfg), path_str(&run));
+    args.extend(["--mlflow", server.uri.as_str()]);
     let child = spawn(&args);
     wait_for(
         &run.join("checkpoint/epoch-1.json"),

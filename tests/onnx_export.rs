@@ -37,19 +37,23 @@ fn run_cfg(run: &Path) -> JobConfig {
     ember::config::load(&run.join("config.toml")).unwrap()
 }
 
-/// Exports `run` as ONNX and predicts `input` with ember.
-fn case(dir: &Path, name: &str, run: &Path, input: &Path) -> Case {
-    let onnx = dir.join(format!("{name}.onnx"));
-    let predicted = dir.join(format!("{name}-predicted.csv"));
-    let out = ember(&[
+/// `ember export RUN --format onnx --out FILE`, which must succeed.
+fn export_onnx(run: &Path, out: &Path) {
+    ok(&ember(&[
         "export",
         path_str(run),
         "--format",
         "onnx",
         "--out",
-        path_str(&onnx),
-    ]);
-    ok(&out);
+        path_str(out),
+    ]));
+}
+
+/// Exports `run` as ONNX and predicts `input` with ember.
+fn case(dir: &Path, name: &str, run: &Path, input: &Path) -> Case {
+    let onnx = dir.join(format!("{name}.onnx"));
+    let predicted = dir.join(format!("{name}-predicted.csv"));
+    export_onnx(run, &onnx);
     ok(&ember(&[
         "predict",
         path_str(run),
@@ -393,14 +397,7 @@ fn mixed_tables_export_with_their_preprocessing_for_every_task_and_activation() 
         &["--export", "onnx"],
     );
     let again = dir.join("again.onnx");
-    ok(&ember(&[
-        "export",
-        path_str(&run),
-        "--format",
-        "onnx",
-        "--out",
-        path_str(&again),
-    ]));
+    export_onnx(&run, &again);
     assert_eq!(
         std::fs::read(run.join("model.onnx")).unwrap(),
         std::fs::read(&again).unwrap()
@@ -510,14 +507,7 @@ fn a_corrupted_graph_is_refused() {
     let dir = scratch("onnx-corrupt");
     let run = penguins(&dir, "species", "Species", &[]);
     let onnx = dir.join("model.onnx");
-    ok(&ember(&[
-        "export",
-        path_str(&run),
-        "--format",
-        "onnx",
-        "--out",
-        path_str(&onnx),
-    ]));
+    export_onnx(&run, &onnx);
     let bytes = std::fs::read(&onnx).unwrap();
     assert!(tract_onnx::onnx().model_for_path(&onnx).is_ok());
     // Cut short: not a whole protobuf message.

@@ -92,33 +92,12 @@ fn a_killed_and_resumed_run_holds_every_epoch_once() {
         "job = \"fashion-mlp\"\nepochs = 5\nbatch_size = 64\n[adam]\nlr = 1e-3\n",
     );
     let run = dir.join("run");
-    let args = [
-        "train",
+    let child = spawn(&train_each_epoch_checkpointed(
         path_str(&cfg),
-        "--out",
         path_str(&run),
-        "-q",
-        "--checkpoint-every",
-        "0",
-        "--device",
-        "cpu",
-        "--max-train-rows",
-        "6000",
-        "--max-valid-rows",
-        "1000",
-    ];
-    let mut child = spawn(&args);
-    wait_for(
-        &run.join("checkpoint/epoch-2.json"),
-        Duration::from_secs(120),
-    );
-    std::thread::sleep(Duration::from_millis(150));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(
-        !run.join("summary.json").exists(),
-        "the run finished before the kill"
-    );
+    ));
+    let (limit, settle) = (Duration::from_secs(120), Duration::from_millis(150));
+    kill_mid_epoch(child, &run, 2, limit, settle);
     ok(&ember(&[
         "train",
         "--resume",

@@ -4,7 +4,7 @@
 
 use super::folder::{REPORT_JSON, REPORT_PNG, SweepDir, TrialState};
 use super::legible;
-use super::plan::{Plan, Trial};
+use super::plan::Trial;
 use crate::error::Result;
 use crate::input_err;
 use crate::run::summary::Summary;
@@ -94,7 +94,7 @@ pub fn report(path: &Path, metric: Option<RankBy>) -> Result<String> {
         sweep: plan.name.clone(),
         metric,
         axes: plan.axes.clone(),
-        configurations: rank(&plan, &trials, metric),
+        configurations: rank(&trials, metric),
         trials,
     };
     let json = serde_json::to_vec_pretty(&report).expect("a report serialises");
@@ -146,23 +146,22 @@ fn trial_result(
     }
 }
 
-/// The configurations in the plan's order, then sorted best first.
-fn rank(plan: &Plan, trials: &[TrialResult], metric: RankBy) -> Vec<ConfigResult> {
-    let mut order: Vec<&Trial> = Vec::new();
-    for t in &plan.trials {
-        if !order.iter().any(|o| o.configuration() == t.configuration()) {
-            order.push(t);
+/// The configurations in the order of their first trial (the plan's), then sorted best first.
+fn rank(trials: &[TrialResult], metric: RankBy) -> Vec<ConfigResult> {
+    let mut firsts: Vec<&TrialResult> = Vec::new();
+    for t in trials {
+        if !firsts.iter().any(|f| f.key == t.key) {
+            firsts.push(t);
         }
     }
-    let mut configs: Vec<ConfigResult> = order
+    let mut configs: Vec<ConfigResult> = firsts
         .into_iter()
         .map(|first| {
-            let key = first.configuration();
-            let mine: Vec<&TrialResult> = trials.iter().filter(|t| t.key == key).collect();
+            let mine: Vec<&TrialResult> = trials.iter().filter(|t| t.key == first.key).collect();
             let values: Vec<f64> = mine.iter().filter_map(|t| t.value).collect();
             let (mean, std) = mean_std(&values);
             ConfigResult {
-                configuration: first.configuration_label(),
+                configuration: first.configuration.clone(),
                 trials: mine.iter().map(|t| t.index).collect(),
                 mean,
                 std,

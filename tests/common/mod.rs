@@ -71,6 +71,43 @@ pub fn spawn(args: &[&str]) -> Child {
         .expect("ember starts")
 }
 
+/// The rows of FashionMNIST a small test job trains and validates on, on the CPU.
+pub const SLICE: [&str; 6] = [
+    "--device",
+    "cpu",
+    "--max-train-rows",
+    "6000",
+    "--max-valid-rows",
+    "1000",
+];
+
+/// `ember train` of `cfg` into `out` on [`SLICE`], quietly, with a checkpoint after every
+/// epoch (the default is at most one per 10 s).
+pub fn train_each_epoch_checkpointed<'a>(cfg: &'a str, out: &'a str) -> Vec<&'a str> {
+    let mut a = vec!["train", cfg, "--out", out, "-q", "--checkpoint-every", "0"];
+    a.extend_from_slice(&SLICE);
+    a
+}
+
+/// SIGKILLs `child`, training into `run`, `settle` after its checkpoint of `epoch` appeared
+/// (within `limit`): in the middle of the next epoch. Fails if the run had already finished.
+pub fn kill_mid_epoch(
+    mut child: Child,
+    run: &Path,
+    epoch: usize,
+    limit: Duration,
+    settle: Duration,
+) {
+    wait_for(&run.join(format!("checkpoint/epoch-{epoch}.json")), limit);
+    std::thread::sleep(settle);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !run.join("summary.json").exists(),
+        "the run finished before the kill"
+    );
+}
+
 /// Waits until `path` exists; fails the test after `limit`.
 pub fn wait_for(path: &Path, limit: Duration) {
     let start = Instant::now();
