@@ -396,3 +396,74 @@ fn a_column_constant_in_training_is_a_warning() {
         stderr(&out)
     );
 }
+
+/// A rare class (1 row in 10) that one overlapping column predicts: unweighted, the model
+/// leans to the common class; `class_weight = "balanced"` must raise the rare class's recall
+/// and the balanced accuracy, print its weights, and keep them in the run's config.toml.
+#[test]
+fn balanced_class_weights_lift_the_rare_class() {
+    let dir = scratch("tables-class-weight");
+    let mut rng = Lcg(11);
+    let mut text = String::from("x,noise,label\n");
+    for _ in 0..3000 {
+        let rare = rng.next() < 0.1;
+        // Box-Muller normal, shifted by 1.5 deviations for the rare class.
+        let z =
+            (-2.0 * (1.0 - rng.next()).ln()).sqrt() * (std::f64::consts::TAU * rng.next()).cos();
+        let x = z + if rare { 1.5 } else { 0.0 };
+        let label = if rare { "yes" } else { "no" };
+        writeln!(text, "{x:.4},{:.4},{label}", rng.next()).unwrap();
+    }
+    let data = config(&dir, "rare.csv", &text);
+    let job = |extra: &str| {
+        let text = format!(
+            "task = \"binary\"\nepochs = 8\nbatch_size = 64\n{extra}[model]\nhidden = [8]\n\
+             [adam]\nlr = 1e-2\n[data]\ncsv = \"{}\"\nlabel = \"label\"\nstandardize = true\n\
+             valid_fraction = 0.3\n[data.columns]\nx = \"numeric\"\nnoise = \"numeric\"\n",
+            data.display()
+        );
+        config(&dir, "job.toml", &text)
+    };
+    let report = |run: &Path| -> serde_json::Value {
+        let eval = ember(&["eval", path_str(run), "--json", "--device", "cpu"]);
+        ok(&eval);
+        serde_json::from_str::<serde_json::Value>(&stdout(&eval)).unwrap()["report"].clone()
+    };
+    let recall = |r: &serde_json::Value| r["classes"][1]["recall"].as_f64().unwrap();
+    let plain = dir.join("plain");
+    ok(&train(&job(""), &plain));
+    let weighted = dir.join("balanced");
+    let out = train(&job("class_weight = \"balanced\"\n"), &weighted);
+    ok(&out);
+    let line = "class weights (balanced, training loss only): no 0.5";
+    assert!(stderr(&out).contains(line), "{}", stderr(&out));
+    let (a, b) = (report(&plain), report(&weighted));
+    assert!(
+        recall(&b) >= recall(&a) + 0.2,
+        "recall of yes: {a} then {b}"
+    );
+    let balanced = |r: &serde_json::Value| r["balanced_accuracy"].as_f64().unwrap();
+    assert!(balanced(&b) > balanced(&a), "{a} then {b}");
+    // The weights are written into the run, and a resumed or evaluated run reads them back.
+    let saved = std::fs::read_to_string(weighted.join("config.toml")).unwrap();
+    assert!(saved.contains("class_weight = \"balanced\""), "{saved}");
+    assert!(saved.contains("class_weights = [0.5"), "{saved}");
+    // Given weights name classes; a typo, or a class weight on a regression, is one line.
+    let out = train(&job("[class_weight]\nyes = 9.0\n"), &dir.join("given"));
+    ok(&out);
+    assert!(stderr(&out).contains("class weights (given, training loss only): no 1, yes 9"));
+    bad_input(
+        &train(&job("[class_weight]\nmaybe = 2.0\n"), &dir.join("typo")),
+        "class_weight names \"maybe\", which is not a class of the labels (no, yes)",
+    );
+    let regression = std::fs::read_to_string(job("class_weight = \"balanced\"\n"))
+        .unwrap()
+        .replace("\"binary\"", "\"regression\"")
+        .replace("label = \"label\"", "label = \"x\"")
+        .replace("x = \"numeric\"\n", "label = \"category\"\n");
+    let cfg = config(&dir, "regression.toml", &regression);
+    bad_input(
+        &train(&cfg, &dir.join("regression")),
+        "class_weight is for classification and binary tasks",
+    );
+}

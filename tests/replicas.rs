@@ -164,7 +164,8 @@ fn linear_scalar_replicas_equal_single_runs() {
 }
 
 /// Replicas on the same rows (an unshuffled job: the first layer one wide product of the shared
-/// input, its output side by side for the next layer) match the single runs of their seeds.
+/// input, its output side by side for the next layer) match the single runs of their seeds,
+/// with a class weight in their training loss.
 #[test]
 fn replicas_on_shared_rows_match_single_runs() {
     let dir = scratch("replicas-shared");
@@ -172,7 +173,8 @@ fn replicas_on_shared_rows_match_single_runs() {
         &dir,
         "base.toml",
         "job = \"tabular-mlp\"\nepochs = 3\nbatch_size = 256\nshuffle = false\n\
-         max_train_rows = 8000\nmax_valid_rows = 2000\n[adam]\nlr = 3e-3\n",
+         max_train_rows = 8000\nmax_valid_rows = 2000\n[adam]\nlr = 3e-3\n\
+         [class_weight]\n\"1\" = 3.0\n",
     );
     let sweep = config(
         &dir,

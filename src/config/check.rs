@@ -2,9 +2,9 @@
 //! leaves out, every value is range-checked, and fields that do not apply are errors.
 
 use super::{
-    Activation, Channels, DataSpec, EarlyStopping, ImageSpec, Init, InputScale, JobConfig,
-    ModelKind, ModelSpec, Monitor, OptimizerSpec, Preset, RawAdam, RawConfig, RawSchedule, RawSgd,
-    ScheduleKind, ScheduleSpec, Source, Standardization, TableSpec, Task,
+    Activation, Channels, ClassWeight, DataSpec, EarlyStopping, ImageSpec, Init, InputScale,
+    JobConfig, ModelKind, ModelSpec, Monitor, OptimizerSpec, Preset, RawAdam, RawConfig,
+    RawSchedule, RawSgd, ScheduleKind, ScheduleSpec, Source, Standardization, TableSpec, Task,
 };
 use crate::data::columns::ColumnKind;
 use crate::error::Result;
@@ -223,6 +223,7 @@ impl RawConfig {
         let model = self.check_model(&defaults)?;
         let data = self.check_data(&defaults, task)?;
         let classes = self.check_classes(task)?;
+        let (class_weight, class_weights) = self.check_class_weight(task, classes.as_deref())?;
         Ok(JobConfig {
             preset: self.job,
             task,
@@ -235,6 +236,8 @@ impl RawConfig {
             max_valid_rows: positive_rows("max_valid_rows", self.max_valid_rows)?,
             data,
             classes,
+            class_weight,
+            class_weights,
             model,
             optimizer: self.check_optimizer()?,
             schedule: self
@@ -360,6 +363,41 @@ impl RawConfig {
             ));
         }
         Ok(Some(classes.clone()))
+    }
+
+    /// `class_weight` (classifiers only) and the per-class weights ember wrote with it, one per
+    /// class.
+    fn check_class_weight(
+        &self,
+        task: Task,
+        classes: Option<&[String]>,
+    ) -> Result<(Option<ClassWeight>, Option<Vec<f64>>)> {
+        let resolved = &self.data.class_weights;
+        let Some(given) = &self.class_weight else {
+            reject(
+                "data.class_weights",
+                resolved.is_some(),
+                "without class_weight (ember writes it from class_weight)",
+            )?;
+            return Ok((None, None));
+        };
+        if task == Task::Regression {
+            return Err(input_err!(
+                "class_weight is for classification and binary tasks, not a regression; remove it"
+            ));
+        }
+        given.check()?;
+        if let Some(weights) = resolved {
+            // A binary task without class names weighs its labels "0" and "1".
+            let unnamed = if task == Task::Binary { 2 } else { 0 };
+            let expected = classes.map_or(unnamed, <[String]>::len);
+            if weights.len() != expected || weights.iter().any(|w| !(w.is_finite() && *w > 0.0)) {
+                return Err(input_err!(
+                    "data.class_weights = {weights:?} must hold one number above 0 per class of data.classes"
+                ));
+            }
+        }
+        Ok((Some(given.clone()), resolved.clone()))
     }
 
     /// The source the file names, or the one its fields imply, or the preset's.

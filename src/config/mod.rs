@@ -11,9 +11,11 @@
 //! a run can be resumed, evaluated and exported from its folder alone.
 
 mod check;
+mod class_weight;
 mod overrides;
 mod raw;
 
+pub use class_weight::{ClassWeight, class_counts};
 pub use raw::{RawAdam, RawConfig, RawData, RawEarlyStopping, RawModel, RawSchedule, RawSgd};
 
 use crate::data::columns::{ColumnKind, Encoding, Missing};
@@ -344,6 +346,10 @@ pub struct JobConfig {
     pub data: DataSpec,
     /// Class names in output order (classification, binary), once read from the labels.
     pub classes: Option<Vec<String>>,
+    /// `class_weight` as the job file gives it (classifiers).
+    pub class_weight: Option<ClassWeight>,
+    /// Each class's weight in the training loss, in `classes` order, once resolved.
+    pub class_weights: Option<Vec<f64>>,
     pub model: ModelSpec,
     pub optimizer: OptimizerSpec,
     pub schedule: ScheduleSpec,
@@ -456,6 +462,7 @@ impl JobConfig {
             adamw,
             schedule: self.raw_schedule(),
             clip_grad_norm: self.clip_grad_norm,
+            class_weight: self.class_weight.clone(),
             overrides: self.overrides.clone(),
             // Written only when off: the default leaves resolved configs (and hashes) as before.
             tensorboard: (!self.tensorboard).then_some(false),
@@ -521,6 +528,7 @@ impl JobConfig {
         let mut c = self.clone();
         c.epochs = resolved.epochs;
         c.classes = resolved.classes.clone();
+        c.class_weights = resolved.class_weights.clone();
         c.model.inputs = resolved.model.inputs;
         c.model.outputs = resolved.model.outputs;
         if let (ScheduleSpec::Cosine { epochs, .. }, ScheduleSpec::Cosine { epochs: e, .. }) =
@@ -587,6 +595,7 @@ impl JobConfig {
     fn raw_data(&self) -> RawData {
         let mut data = RawData {
             classes: self.classes.clone(),
+            class_weights: self.class_weights.clone(),
             split_seed: self.split_seed,
             ..RawData::default()
         };

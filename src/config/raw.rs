@@ -1,7 +1,10 @@
 //! The job file exactly as written: every field optional but checked by serde for its type and
 //! spelling (unknown keys and unknown enum values are errors that name the line).
 
-use super::{Activation, Channels, Init, InputScale, Monitor, Preset, ScheduleKind, Source, Task};
+use super::{
+    Activation, Channels, ClassWeight, Init, InputScale, Monitor, Preset, ScheduleKind, Source,
+    Task,
+};
 use crate::data::columns::{ColumnKind, Encoding};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -36,6 +39,9 @@ pub struct RawConfig {
     /// `clip_grad_norm_`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clip_grad_norm: Option<f64>,
+    /// classification, binary: "balanced", or a weight per class name (Keras' `class_weight`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class_weight: Option<ClassWeight>,
     #[serde(default, skip_serializing_if = "RawData::is_empty")]
     pub data: RawData,
     #[serde(default, skip_serializing_if = "RawModel::is_empty")]
@@ -179,6 +185,10 @@ pub struct RawData {
     /// The class names in output order, written by ember from the training labels.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub classes: Option<Vec<String>>,
+    /// The training loss's weight of each class, in `classes` order, written by ember from
+    /// `class_weight` and the training labels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class_weights: Option<Vec<f64>>,
 }
 
 impl RawData {

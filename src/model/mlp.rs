@@ -26,6 +26,8 @@ pub struct Head {
     pub task: Task,
     pub activation: Activation,
     pub names: Vec<String>,
+    /// Each class's weight in the training loss (`class_weight`); none, every row counts 1.
+    pub class_weights: Option<Vec<f32>>,
     /// The PyTorch `nn.Sequential` this MLP is saved as: its name and modules per layer.
     torch_stack: &'static str,
     torch_stride: usize,
@@ -74,6 +76,7 @@ impl<B: EmberBackend> Mlp<B> {
                 task: config.task,
                 activation: spec.activation,
                 names: output_names(config, outputs),
+                class_weights: super::loss_weights(config),
                 torch_stack: config.torch_stack(),
                 torch_stride: if spec.dropout > 0.0 { 3 } else { 2 },
             },
@@ -118,10 +121,16 @@ impl<B: EmberBackend> Mlp<B> {
     fn step_output(&self, batch: MlpBatch<B>, metrics: bool) -> StepOutput<B> {
         let rows = batch.inputs.dims()[0];
         let out = self.forward(batch.inputs);
+        // Class weights apply to the training loss only; validation stays unweighted (Keras).
+        let weights = self.head.class_weights.as_deref().filter(|_| !metrics);
         match batch.targets {
             Targets::Classes(labels) => {
                 let predicted = out.clone().argmax(1).squeeze_dim(1);
                 let correct = count_correct(predicted, labels.clone());
+                if let Some(w) = weights {
+                    let loss = super::weighting::cross_entropy(out, labels, w);
+                    return StepOutput::classified(loss, correct, rows);
+                }
                 let loss = CrossEntropyLossConfig::new()
                     .init(&out.device())
                     .forward(out, labels);
@@ -130,6 +139,10 @@ impl<B: EmberBackend> Mlp<B> {
             Targets::Binary(labels) => {
                 let predicted = out.clone().greater_elem(0.0).int();
                 let correct = predicted.equal(labels.clone()).float().sum();
+                if let Some(w) = weights {
+                    let loss = super::weighting::binary_cross_entropy(out, labels.float(), w);
+                    return StepOutput::classified(loss.mean(), correct, rows);
+                }
                 let loss = BinaryCrossEntropyLossConfig::new()
                     .with_logits(true)
                     .init(&out.device())

@@ -4,6 +4,7 @@
 
 pub mod linear_scalar;
 pub mod mlp;
+pub mod weighting;
 
 use crate::config::{Init, ModelKind};
 use crate::device::TrainBackend;
@@ -301,6 +302,12 @@ pub fn count_correct<B: Backend>(
     labels: Tensor<B, 1, Int>,
 ) -> Tensor<B, 1> {
     predicted.equal(labels).float().sum()
+}
+
+/// The training loss's class weights of `config`, as the model's f32.
+pub fn loss_weights(config: &crate::config::JobConfig) -> Option<Vec<f32>> {
+    let weights = config.class_weights.as_ref()?;
+    Some(weights.iter().map(|&w| w as f32).collect())
 }
 
 /// A linear layer (`[in, out]` weights, Burn's layout) with weights drawn on the host:

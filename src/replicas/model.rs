@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::export;
 use crate::model::linear_scalar::LinearScalar;
 use crate::model::mlp::{Mlp, MlpBatch, Targets};
-use crate::model::{EmberModel, RegressionStep, StepOutput, train_output_of};
+use crate::model::{EmberModel, RegressionStep, StepOutput, train_output_of, weighting};
 use crate::ops::{self, EmberBackend, linear_replicas};
 use burn::module::{Param, ParamId};
 use burn::nn::{Dropout, DropoutConfig};
@@ -110,6 +110,9 @@ pub struct ReplicaMlp<B: Backend> {
     task: Task,
     #[module(skip)]
     activation: Activation,
+    /// `class_weight`'s per-class weights (the same for every replica of a unit).
+    #[module(skip)]
+    class_weights: Option<Vec<f32>>,
     #[module(skip)]
     replicas: usize,
 }
@@ -137,6 +140,7 @@ impl<B: EmberBackend> ReplicaMlp<B> {
             dropout: DropoutConfig::new(spec.dropout).init(),
             task: configs[0].task,
             activation: spec.activation,
+            class_weights: crate::model::loss_weights(&configs[0]),
             replicas: configs.len(),
         }
     }
@@ -221,6 +225,8 @@ impl<B: EmberBackend> ReplicaMlp<B> {
             self.forward(batch.rows.inputs.reshape([k, n, width]))
         };
         let per_replica = |t: Tensor<B, 3>| t.reshape([k as i32, -1]);
+        // Class weights apply to the training loss only, as in the single model.
+        let weights = self.class_weights.as_deref().filter(|_| !metrics);
         match batch.rows.targets {
             Targets::Classes(labels) => {
                 let labels = match batch.shared {
@@ -228,15 +234,27 @@ impl<B: EmberBackend> ReplicaMlp<B> {
                     false => labels.reshape([k, n]),
                 };
                 let correct = out.clone().argmax(2).reshape([k, n]).equal(labels.clone());
-                let picked = log_softmax(out, 2).gather(2, labels.reshape([k, n, 1]));
-                let loss = per_replica(picked).mean_dim(1).neg().reshape([k]);
+                let loss = match weights {
+                    Some(w) => weighting::cross_entropy_rows(out, labels, w)
+                        .mean_dim(1)
+                        .reshape([k]),
+                    None => {
+                        let picked = log_softmax(out, 2).gather(2, labels.reshape([k, n, 1]));
+                        per_replica(picked).mean_dim(1).neg().reshape([k])
+                    }
+                };
                 let correct = correct.float().sum_dim(1).reshape([k]);
                 StepOutput::classified(loss, correct, n)
             }
             Targets::Binary(labels) => {
                 let y = self.rows(labels.float(), batch.shared, n);
                 let correct = out.clone().greater_elem(0.0).float().equal(y.clone());
-                let loss = ops::bce_logits_replicas(out, y);
+                let loss = match weights {
+                    Some(w) => per_replica(weighting::binary_cross_entropy(out, y, w))
+                        .mean_dim(1)
+                        .reshape([k]),
+                    None => ops::bce_logits_replicas(out, y),
+                };
                 let correct = per_replica(correct.float()).sum_dim(1).reshape([k]);
                 StepOutput::classified(loss, correct, n)
             }

@@ -16,7 +16,7 @@ pub mod schedule;
 pub mod signals;
 pub mod strategy;
 
-use crate::config::{DataSpec, JobConfig};
+use crate::config::{self, ClassWeight, DataSpec, JobConfig};
 use crate::console::Console;
 use crate::data::columns::ColumnKind;
 use crate::data::{self, HostData, Labels};
@@ -267,6 +267,9 @@ pub(crate) fn load_data(config: &mut JobConfig, console: &Console) -> Result<Hos
             .count();
         console.line(&data::columns::describe(encoding, ignored));
     }
+    if let Some(line) = describe_class_weights(config) {
+        console.line(&line);
+    }
     if data.dropped_labels > 0 {
         console.line(&format!(
             "data: {} training rows without a label left out",
@@ -315,7 +318,49 @@ pub(crate) fn resolve_from_data(config: &mut JobConfig, data: &HostData) -> Resu
             _ => *known = Some(found),
         }
     }
+    resolve_class_weights(config, &data.train.labels)
+}
+
+/// Each class's loss weight from `class_weight` and the training labels, unless the config
+/// already holds them (a resumed run, or one loaded from its folder).
+fn resolve_class_weights(config: &mut JobConfig, labels: &Labels) -> Result<()> {
+    let (Some(given), None) = (&config.class_weight, &config.class_weights) else {
+        return Ok(());
+    };
+    let names = class_names(config);
+    let counts = match labels {
+        Labels::Classes(l) | Labels::Binary(l) => config::class_counts(l, names.len()),
+        Labels::Values(_) => unreachable!("the config check allows class_weight for classifiers"),
+    };
+    config.class_weights = Some(given.resolve(&names, &counts)?);
     Ok(())
+}
+
+/// A classifier's class names; a binary task without them has labels 0 and 1.
+fn class_names(config: &JobConfig) -> Vec<String> {
+    match &config.classes {
+        Some(classes) => classes.clone(),
+        None => vec!["0".to_string(), "1".to_string()],
+    }
+}
+
+/// The class weights line of a run's start, e.g. `class weights (balanced): no 0.57, yes 4.2`.
+fn describe_class_weights(config: &JobConfig) -> Option<String> {
+    let (given, weights) = (
+        config.class_weight.as_ref()?,
+        config.class_weights.as_ref()?,
+    );
+    let how = match given {
+        ClassWeight::Balanced => "balanced",
+        ClassWeight::Given(_) => "given",
+    };
+    let pairs: Vec<String> = (class_names(config).iter().zip(weights))
+        .map(|(name, w)| format!("{name} {}", crate::sweep::legible::significant(*w, 3)))
+        .collect();
+    Some(format!(
+        "class weights ({how}, training loss only): {}",
+        pairs.join(", ")
+    ))
 }
 
 /// With `drop_last`, a batch larger than the training split would leave no step at all.
