@@ -432,7 +432,14 @@ fn balanced_class_weights_lift_the_rare_class() {
     let recall = |r: &serde_json::Value| r["classes"][1]["recall"].as_f64().unwrap();
     // Not quiet: the weights are printed with the data's lines.
     let loud = |cfg: &Path, run: &Path| {
-        ember(&["train", path_str(cfg), "--device", "cpu", "--out", path_str(run)])
+        ember(&[
+            "train",
+            path_str(cfg),
+            "--device",
+            "cpu",
+            "--out",
+            path_str(run),
+        ])
     };
     let plain = dir.join("plain");
     ok(&train(&job(""), &plain));

@@ -297,3 +297,96 @@ fn units_run_alone_and_bad_sweeps_are_one_line_errors() {
         .collect();
     assert_eq!(left, [false; 6], "a bad sweep left a folder");
 }
+
+/// `folds = 5` on the penguins table: each configuration runs once per fold, each fold's
+/// validation rows are its own and together they are every row, and the report gives each
+/// configuration's mean ± std over its folds. Folds out of range are one-line errors.
+#[test]
+fn cross_validation_runs_each_fold_and_reports_over_them() {
+    let dir = scratch("sweep-folds");
+    let penguins = root().join("examples/penguins.csv");
+    let init = ember(&["init", "--csv", path_str(&penguins), "--label", "species"]);
+    ok(&init);
+    let job = stdout(&init).replace("epochs = 20", "epochs = 4");
+    config(&dir, "base.toml", &job);
+    let sweep = config(
+        &dir,
+        "cv.toml",
+        "base = \"base.toml\"\nfolds = 5\n[grid]\n\"adam.lr\" = [1e-3, 1e-2]\n",
+    );
+    let plan = ember(&["sweep", "plan", path_str(&sweep)]);
+    ok(&plan);
+    assert!(stdout(&plan).contains("data.fold=4"), "{}", stdout(&plan));
+    let out = dir.join("out");
+    let run = [
+        "sweep",
+        "run",
+        path_str(&sweep),
+        "--out",
+        path_str(&out),
+        "--device",
+        "cpu",
+    ];
+    ok(&ember(&run));
+    let mut held_out = 0;
+    for i in 0..5 {
+        // Trials 0..4 are the first learning rate's folds 0..4.
+        let trial = out.join(format!("trial-{i:03}"));
+        let saved = std::fs::read_to_string(trial.join("config.toml")).unwrap();
+        assert!(saved.contains("folds = 5\n") && saved.contains(&format!("fold = {i}\n")));
+        assert!(!saved.contains("\nvalid_fraction ="), "{saved}");
+        let eval = ember(&["eval", path_str(&trial), "--json", "--device", "cpu"]);
+        ok(&eval);
+        let json: serde_json::Value = serde_json::from_str(&stdout(&eval)).unwrap();
+        let rows = json["rows"].as_u64().unwrap();
+        assert!((68..=70).contains(&rows), "fold {i}: {rows} rows");
+        held_out += rows;
+    }
+    assert_eq!(held_out, 344);
+    let report = ember(&["sweep", "report", path_str(&out)]);
+    ok(&report);
+    let table = stdout(&report);
+    assert!(
+        table.contains("(mean ± std over seeds and folds)"),
+        "{table}"
+    );
+    let rows: Vec<&str> = table.lines().filter(|l| l.contains("adam.lr=")).collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert!(
+        rows.iter().all(|r| r.contains("5/5") && r.contains("±")),
+        "{table}"
+    );
+    assert!(!rows.iter().any(|r| r.contains("data.fold")), "{table}");
+
+    let bad = |name: &str, text: &str| {
+        let p = config(&dir, name, &format!("base = \"base.toml\"\n{text}"));
+        ember(&["sweep", "plan", path_str(&p)])
+    };
+    bad_input(
+        &bad("one.toml", "folds = 1\n"),
+        "folds = 1: cross-validation needs at least 2 folds",
+    );
+    bad_input(
+        &bad("twice.toml", "folds = 3\n[grid]\n\"data.fold\" = [1]\n"),
+        "\"data.fold\" is set by the sweep's folds",
+    );
+    let (base, single) = (dir.join("base.toml"), dir.join("single"));
+    let train = |sets: &[&str]| {
+        let mut args = vec!["train", path_str(&base)];
+        sets.iter().for_each(|s| args.extend(["--set", s]));
+        args.extend(["--out", path_str(&single), "--device", "cpu"]);
+        ember(&args)
+    };
+    bad_input(
+        &train(&["data.folds=5", "data.fold=5", "data.valid_fraction=0"]),
+        "data.fold = 5 must be below data.folds = 5",
+    );
+    bad_input(
+        &train(&["data.fold=1"]),
+        "data.fold is not used without data.folds",
+    );
+    bad_input(
+        &train(&["data.folds=400", "data.valid_fraction=0"]),
+        "344 data rows cannot make data.folds = 400 folds",
+    );
+}

@@ -2,7 +2,7 @@
 //! leaves out, every value is range-checked, and fields that do not apply are errors.
 
 use super::{
-    Activation, Channels, ClassWeight, DataSpec, EarlyStopping, ImageSpec, Init, InputScale,
+    Activation, Channels, ClassWeight, DataSpec, EarlyStopping, Fold, ImageSpec, Init, InputScale,
     JobConfig, ModelKind, ModelSpec, Monitor, OptimizerSpec, Preset, RawAdam, RawConfig,
     RawSchedule, RawSgd, ScheduleKind, ScheduleSpec, Source, Standardization, TableSpec, Task,
 };
@@ -449,6 +449,8 @@ impl RawConfig {
             ("data.scalar_column", d.scalar_column.is_some()),
             ("data.valid_csv", d.valid_csv.is_some()),
             ("data.test_csv", d.test_csv.is_some()),
+            ("data.folds", d.folds.is_some()),
+            ("data.fold", d.fold.is_some()),
             ("data.standardize", d.standardize.is_some()),
             ("data.feature_mean", d.feature_mean.is_some()),
             ("data.feature_std", d.feature_std.is_some()),
@@ -553,6 +555,7 @@ impl RawConfig {
             return Err(input_err!("data.features = [] names no input column"));
         }
         self.check_columns(linear_scalar)?;
+        let fold = self.check_fold()?;
         Ok(TableSpec {
             csv: d.csv.clone(),
             targets: self.targets(defaults, task)?,
@@ -563,7 +566,11 @@ impl RawConfig {
             encoding: d.encoding.clone(),
             scalar_column: linear_scalar
                 .then(|| d.scalar_column.clone().unwrap_or_else(|| "f".to_string())),
-            valid_fraction: self.held_out_fraction("data.valid_csv", d.valid_csv.is_some())?,
+            valid_fraction: match fold {
+                Some(_) => 0.0,
+                None => self.held_out_fraction("data.valid_csv", d.valid_csv.is_some())?,
+            },
+            fold,
             valid_csv: d.valid_csv.clone(),
             test_csv: d.test_csv.clone(),
             standardize: d.standardize.unwrap_or(false),
@@ -636,6 +643,37 @@ impl RawConfig {
                 )
             }),
         }
+    }
+
+    /// `folds` and `fold`: at least 2 folds, the held-out one among them, and no other way to
+    /// validate beside them.
+    fn check_fold(&self) -> Result<Option<Fold>> {
+        let d = &self.data;
+        let Some(count) = d.folds else {
+            reject(
+                "data.fold",
+                d.fold.is_some(),
+                "without data.folds, the number of folds",
+            )?;
+            return Ok(None);
+        };
+        let why = "with data.folds, where a fold validates";
+        reject(
+            "data.valid_fraction",
+            d.valid_fraction.is_some_and(|f| f != 0.0),
+            why,
+        )?;
+        reject("data.valid_csv", d.valid_csv.is_some(), why)?;
+        if count < 2 {
+            return Err(input_err!("data.folds = {count} must be at least 2"));
+        }
+        let index = d.fold.unwrap_or(0);
+        if index >= count {
+            return Err(input_err!(
+                "data.fold = {index} must be below data.folds = {count} (folds count from 0)"
+            ));
+        }
+        Ok(Some(Fold { count, index }))
     }
 
     /// The share held out for validation: 0 when `file_field` names a validation set of its

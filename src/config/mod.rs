@@ -277,8 +277,10 @@ pub struct TableSpec {
     pub encoding: Option<Vec<Encoding>>,
     /// linear-scalar only.
     pub scalar_column: Option<String>,
-    /// Share held out for validation; 0 when `valid_csv` is given.
+    /// Share held out for validation; 0 when `valid_csv` or `fold` is given.
     pub valid_fraction: f64,
+    /// Cross-validation: the fold of the training rows held out to validate on.
+    pub fold: Option<Fold>,
     pub valid_csv: Option<PathBuf>,
     pub test_csv: Option<PathBuf>,
     pub standardize: bool,
@@ -288,6 +290,14 @@ pub struct TableSpec {
     pub target_stats: Option<(f64, f64)>,
     /// Known statistics (from a resolved config); computed from the train split otherwise.
     pub stats: Option<Standardization>,
+}
+
+/// Fold `index` of `count` (`data.folds`, `data.fold`): a stratified part of the training
+/// rows, held out to validate on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fold {
+    pub count: usize,
+    pub index: usize,
 }
 
 impl JobConfig {
@@ -637,7 +647,9 @@ impl JobConfig {
                 data.missing_values = t.missing_values.clone();
                 data.encoding = t.encoding.clone();
                 data.scalar_column = t.scalar_column.clone();
-                data.valid_fraction = Some(t.valid_fraction);
+                data.valid_fraction = t.fold.is_none().then_some(t.valid_fraction);
+                data.folds = t.fold.map(|f| f.count);
+                data.fold = t.fold.map(|f| f.index);
                 data.valid_csv = t.valid_csv.clone();
                 data.test_csv = t.test_csv.clone();
                 data.standardize = Some(t.standardize);

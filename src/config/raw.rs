@@ -158,6 +158,13 @@ pub struct RawData {
     pub scalar_column: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub valid_fraction: Option<f64>,
+    /// csv, synthetic: cross-validation; the training rows in this many stratified folds, of
+    /// which `fold` validates (instead of `valid_fraction`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folds: Option<usize>,
+    /// With `folds`: the held-out fold, from 0 (default 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fold: Option<usize>,
     /// The seed of the validation split (and of the image files' order); unset, `seed`. A
     /// sweep pins it, so that every trial holds out the same rows.
     #[serde(skip_serializing_if = "Option::is_none")]

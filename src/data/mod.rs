@@ -308,6 +308,29 @@ pub fn split(all: HostSplit, fraction: f64, seed: u64) -> (HostSplit, HostSplit)
     (all.take(&train), all.take(&valid))
 }
 
+/// Cross-validation's split: fold `fold.index` of `fold.count` validates, the others train.
+/// Stratified for classes as scikit-learn's `StratifiedKFold`: the rows in a seeded order,
+/// sorted by class (stably), are dealt to the folds in turn, so each fold holds about a
+/// `count`-th of every class. Both parts keep the file's row order, as [`split`]'s do.
+pub fn fold_split(all: HostSplit, fold: crate::config::Fold, seed: u64) -> (HostSplit, HostSplit) {
+    let n = all.rows();
+    let mut order = crate::rng::permutation(&mut crate::rng::stream(seed, "folds", 0), n);
+    if let Labels::Classes(l) | Labels::Binary(l) = &all.labels {
+        order.sort_by_key(|&row| l[row]);
+    }
+    let (valid, train): (Vec<(usize, usize)>, Vec<(usize, usize)>) = order
+        .into_iter()
+        .enumerate()
+        .partition(|(dealt, _)| dealt % fold.count == fold.index);
+    let rows = |part: Vec<(usize, usize)>| {
+        let mut rows: Vec<usize> = part.into_iter().map(|(_, row)| row).collect();
+        rows.sort_unstable();
+        rows
+    };
+    let (train, valid) = (rows(train), rows(valid));
+    (all.take(&train), all.take(&valid))
+}
+
 /// Mean and (population) standard deviation of each input column, `f` last; a constant column
 /// gets a deviation of 1 so it passes through centred.
 pub fn column_stats(split: &HostSplit) -> Standardization {
@@ -367,6 +390,41 @@ mod tests {
                 values: (0..n).map(|v| v as f32).collect(),
             }),
         }
+    }
+
+    #[test]
+    fn folds_cover_every_row_once_and_hold_each_class_evenly() {
+        // 70 rows of class 0 and 30 of class 1, in 5 folds.
+        let mut all = toy(100);
+        all.labels = Labels::Classes((0..100).map(|i| i64::from(i % 10 >= 7)).collect());
+        let mut seen = vec![0; 100];
+        for index in 0..5 {
+            let fold = crate::config::Fold { count: 5, index };
+            let (train, valid) = fold_split(all.clone(), fold, 7);
+            assert_eq!((train.rows(), valid.rows()), (80, 20));
+            let Labels::Classes(l) = &valid.labels else {
+                unreachable!()
+            };
+            assert_eq!(l.iter().filter(|c| **c == 1).count(), 6, "fold {index}");
+            // Rows keep the file's order; each is validated in exactly one fold.
+            let firsts: Vec<f32> = (0..valid.rows())
+                .map(|r| valid.features.values[r * 2])
+                .collect();
+            assert!(firsts.windows(2).all(|w| w[0] < w[1]));
+            firsts.iter().for_each(|v| seen[*v as usize / 2] += 1);
+            assert_eq!(
+                fold_split(all.clone(), fold, 7).1.features.values,
+                valid.features.values
+            );
+        }
+        assert!(seen.iter().all(|n| *n == 1), "{seen:?}");
+        // Another split seed deals other rows to fold 0.
+        let first = crate::config::Fold { count: 5, index: 0 };
+        let other = fold_split(all.clone(), first, 8).1;
+        assert_ne!(
+            other.features.values,
+            fold_split(all, first, 7).1.features.values
+        );
     }
 
     #[test]

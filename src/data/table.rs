@@ -433,6 +433,7 @@ mod tests {
             encoding: None,
             scalar_column: None,
             valid_fraction: 0.1,
+            fold: None,
             valid_csv: None,
             test_csv: None,
             standardize: false,

@@ -5,7 +5,7 @@
 use super::columns::{self, Encoding};
 use super::table::InputColumns;
 use super::{HostData, HostSplit, Labels, class_count_fits, column_stats, split, synthetic, table};
-use crate::config::{JobConfig, Preset, TableSpec, Task};
+use crate::config::{Fold, JobConfig, Preset, TableSpec, Task};
 use crate::error::{EmberError, Result};
 use crate::input_err;
 use std::path::Path;
@@ -32,6 +32,18 @@ impl Training {
     }
 }
 
+/// The training file's rows split for cross-validation; every fold needs a row.
+fn folds_of(all: HostSplit, source: &str, fold: Fold, seed: u64) -> Result<(HostSplit, HostSplit)> {
+    let rows = all.rows();
+    if rows < fold.count {
+        return Err(input_err!(
+            "{source}: {rows} data rows cannot make data.folds = {} folds",
+            fold.count
+        ));
+    }
+    Ok(super::fold_split(all, fold, seed))
+}
+
 /// Loads a table job's splits and applies its preprocessing.
 pub fn load(config: &JobConfig, spec: &TableSpec) -> Result<HostData> {
     let training = read_training(config, spec)?;
@@ -48,7 +60,10 @@ pub fn load(config: &JobConfig, spec: &TableSpec) -> Result<HostData> {
                     training.all.rows()
                 ));
             }
-            split(training.all, spec.valid_fraction, config.split_seed())
+            match spec.fold {
+                Some(fold) => folds_of(training.all, &training.source, fold, config.split_seed())?,
+                None => split(training.all, spec.valid_fraction, config.split_seed()),
+            }
         }
     };
     let mut data = HostData {

@@ -24,6 +24,8 @@ struct RawSweep {
     /// here (`[]` for none), and later runs must give the same or none.
     set: Option<Vec<String>>,
     seeds: Option<Vec<u64>>,
+    /// Cross-validation: every configuration and seed once per fold (`data.folds`, `data.fold`).
+    folds: Option<usize>,
     #[serde(default)]
     grid: Table,
     random: Option<RawRandom>,
@@ -53,8 +55,8 @@ impl Trial {
         super::legible::pairs(self.sets.iter())
     }
 
-    /// The swept values but the seed, every digit kept: the trials of one configuration share
-    /// it.
+    /// The swept values but the seed and the fold, every digit kept: the trials of one
+    /// configuration share it.
     pub fn configuration(&self) -> String {
         let parts: Vec<String> = self.unseeded().map(|(k, v)| format!("{k}={v}")).collect();
         parts.join(" ")
@@ -69,9 +71,12 @@ impl Trial {
     }
 
     fn unseeded(&self) -> impl Iterator<Item = &(String, Value)> {
-        self.sets.iter().filter(|(k, _)| k != "seed")
+        self.sets.iter().filter(|(k, _)| k != "seed" && k != FOLD)
     }
 }
+
+/// The key of a trial's held-out fold when the sweep has `folds`.
+pub const FOLD: &str = "data.fold";
 
 /// A TOML number (integer or float) as f64.
 pub(super) fn number(v: &Value) -> Option<f64> {
@@ -238,17 +243,27 @@ pub fn plan(path: &Path, extra: &[String]) -> Result<Plan> {
         Some([]) => return Err(EmberError::file(path, "seeds = [] gives no trial")),
         Some(s) => s.iter().copied().map(Some).collect(),
     };
+    let folds = folds(raw.folds).map_err(in_file)?;
     let mut trials = Vec::new();
     let mut unit_keys: Vec<Vec<String>> = Vec::new();
     let randoms = random_points(raw.random.as_ref()).map_err(in_file)?;
     for g in grid_points(&raw.grid).map_err(in_file)? {
         for r in &randoms {
-            for seed in &seeds {
+            for (seed, fold) in seeds.iter().flat_map(|s| folds.iter().map(move |f| (s, f))) {
                 let mut sets: Vec<(String, Value)> = g.iter().chain(r).cloned().collect();
                 if let Some(s) = seed {
                     sets.push(("seed".into(), Value::Integer(*s as i64)));
                 }
-                trials.push(trial(trials.len(), &sets, &base_config, &mut unit_keys));
+                if let Some(f) = fold {
+                    sets.push((FOLD.into(), Value::Integer(*f as i64)));
+                }
+                let mut t = trial(trials.len(), &sets, &base_config, &mut unit_keys);
+                // A fold validates, in place of the base's share held out.
+                if let Some(k) = raw.folds {
+                    t.overrides
+                        .extend([format!("data.folds={k}"), "data.valid_fraction=0".into()]);
+                }
+                trials.push(t);
             }
         }
     }
@@ -265,6 +280,17 @@ pub fn plan(path: &Path, extra: &[String]) -> Result<Plan> {
         axes,
         set,
     })
+}
+
+/// Each trial's held-out fold: `None` once without cross-validation, else 0 to `folds` - 1.
+fn folds(folds: Option<usize>) -> Result<Vec<Option<usize>>> {
+    match folds {
+        None => Ok(vec![None]),
+        Some(k) if k < 2 => Err(input_err!(
+            "folds = {k}: cross-validation needs at least 2 folds"
+        )),
+        Some(k) => Ok((0..k).map(Some).collect()),
+    }
 }
 
 /// The sweep's name: `name`, or the file's stem with other characters than letters, digits,
@@ -291,6 +317,11 @@ fn axes(raw: &RawSweep) -> Result<Vec<String>> {
         if axes.contains(key) || (key == "seed" && raw.seeds.is_some()) {
             return Err(input_err!(
                 "\"{key}\" is swept twice (in seeds, [grid] or [random])"
+            ));
+        }
+        if raw.folds.is_some() && (key == FOLD || key == "data.folds") {
+            return Err(input_err!(
+                "\"{key}\" is set by the sweep's folds; remove it from [grid] or [random]"
             ));
         }
         axes.push(key.clone());

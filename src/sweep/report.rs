@@ -40,7 +40,7 @@ pub struct TrialResult {
     pub run: String,
 }
 
-/// One configuration: the trials that differ only in seed.
+/// One configuration: the trials that differ only in seed (and fold).
 #[derive(Debug, Serialize)]
 pub struct ConfigResult {
     /// The swept values but the seed, as printed.
@@ -202,9 +202,15 @@ impl SweepReport {
             RankBy::Accuracy => "best valid accuracy",
             RankBy::Loss => "best valid loss",
         };
+        let folds =
+            (self.trials.iter()).any(|t| t.overrides.iter().any(|o| o.starts_with("data.folds=")));
+        let (over, column) = match folds {
+            true => ("seeds and folds", "runs "),
+            false => ("seeds", "seeds"),
+        };
         let mut out = format!(
-            "sweep {}: {} trials, {} configurations, ranked by {what} (mean ± std over seeds)\n\
-             rank  {:<20}  seeds  configuration",
+            "sweep {}: {} trials, {} configurations, ranked by {what} (mean ± std over {over})\n\
+             rank  {:<20}  {column}  configuration",
             self.sweep,
             self.trials.len(),
             self.configurations.len(),
