@@ -585,11 +585,12 @@ fn kept_columns(config: &JobConfig, input: &Path, keep: &[String]) -> Result<Kep
         .iter()
         .map(|k| csv.column(k, "--keep"))
         .collect::<Result<_>>()?;
-    let rows = csv
-        .records
-        .iter()
-        .map(|r| cols.iter().map(|&c| r[c].to_string()).collect())
-        .collect();
+    let mut rows = vec![Vec::with_capacity(cols.len()); csv.rows()];
+    for &c in &cols {
+        for (row, (cell, _)) in rows.iter_mut().zip(csv.texts(c)) {
+            row.push(cell.to_string());
+        }
+    }
     Ok(Some((keep.to_vec(), rows)))
 }
 

@@ -79,7 +79,7 @@ fn feeds(cfg: &JobConfig, input: &Path) -> Vec<Feed> {
             Some(encodings) => {
                 let csv = read_text(input).unwrap();
                 let missing = t.missing();
-                let n = csv.records.len();
+                let n = csv.rows();
                 encodings
                     .iter()
                     .map(|e| {
@@ -146,11 +146,11 @@ fn number(cell: &str, kind: ColumnKind, missing: &ember::data::columns::Missing)
 /// A table of numbers as `x` (every column but `scalar`) and `f` (`scalar`).
 fn numbers(input: &Path, scalar: Option<&str>) -> Vec<Feed> {
     let csv = read_text(input).unwrap();
-    let n = csv.records.len();
+    let n = csv.rows();
     let mut x = Vec::new();
     let mut f = Vec::new();
-    for r in &csv.records {
-        for (name, cell) in csv.header.iter().zip(r.iter()) {
+    for r in 0..n {
+        for (name, cell) in csv.header.iter().zip(csv.record(r)) {
             let v = cell.parse::<f64>().unwrap() as f32;
             match Some(name.as_str()) == scalar {
                 true => f.push(v),
@@ -263,10 +263,8 @@ fn run_tract(case: &Case) -> Vec<(String, Vec<usize>, Vec<String>)> {
 fn predicted(case: &Case) -> (Vec<String>, Vec<Vec<String>>) {
     let csv = read_text(&case.predicted).unwrap();
     let skip = usize::from(csv.header[0] == "file");
-    let rows = csv
-        .records
-        .iter()
-        .map(|r| r.iter().skip(skip).map(String::from).collect())
+    let rows = (0..csv.rows())
+        .map(|r| csv.record(r).skip(skip).map(String::from).collect())
         .collect();
     (csv.header[skip..].to_vec(), rows)
 }

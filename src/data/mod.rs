@@ -10,6 +10,7 @@ pub mod loader;
 pub mod synthetic;
 pub mod table;
 pub mod tables;
+pub mod text_csv;
 
 use crate::config::{DataSpec, JobConfig, Standardization};
 use crate::error::Result;

@@ -6,217 +6,9 @@ use super::{HostSplit, Labels, Matrix};
 use crate::config::{TableSpec, Task};
 use crate::error::{EmberError, Result};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// A CSV file read as text (a header row, then records of as many fields), with the line
-/// number of each record, so that each column can be parsed as the job needs it.
-pub struct TextCsv {
-    pub path: PathBuf,
-    pub header: Vec<String>,
-    pub records: Vec<csv::StringRecord>,
-    pub lines: Vec<u64>,
-}
-
-/// The delimiters a header row may use, the comma first (the default).
-const DELIMITERS: [u8; 4] = [b',', b';', b'\t', b'|'];
-
-/// The delimiter of a file whose first line is `header`: the one of [`DELIMITERS`] it holds
-/// most often outside quotes (`;` in much of Europe, tab in `.tsv` files), else the comma.
-fn delimiter_of(header: &[u8]) -> u8 {
-    let mut counts = [0usize; DELIMITERS.len()];
-    let mut quoted = false;
-    for &b in header {
-        if b == b'"' {
-            quoted = !quoted;
-        } else if !quoted && let Some(i) = DELIMITERS.iter().position(|d| *d == b) {
-            counts[i] += 1;
-        }
-    }
-    let best = (0..DELIMITERS.len()).max_by_key(|&i| (counts[i], usize::MAX - i));
-    best.filter(|&i| counts[i] > 0)
-        .map_or(b',', |i| DELIMITERS[i])
-}
-
-/// The first line of `path` (up to 64 KiB), to find its delimiter.
-fn first_line(path: &Path) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let file = std::fs::File::open(path)
-        .map_err(|e| EmberError::file(path, crate::fs::describe_io(&e)))?;
-    let mut head = Vec::new();
-    file.take(64 * 1024)
-        .read_to_end(&mut head)
-        .map_err(|e| EmberError::file(path, crate::fs::describe_io(&e)))?;
-    let end = head.iter().position(|b| *b == b'\n').unwrap_or(head.len());
-    head.truncate(end);
-    Ok(head)
-}
-
-/// Reads a CSV file with a header row; every record must have one field per column. The
-/// delimiter is the header's: a comma, a semicolon, a tab or a bar.
-pub fn read_text(path: &Path) -> Result<TextCsv> {
-    let fail = |what: String| EmberError::file(path, what);
-    let mut reader = csv::ReaderBuilder::new()
-        .delimiter(delimiter_of(&first_line(path)?))
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_path(path)
-        .map_err(|e| fail(csv_reason(&e)))?;
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| fail(csv_reason(&e)))?
-        .iter()
-        .map(str::to_string)
-        .collect();
-    if header.iter().all(String::is_empty) {
-        return Err(fail("empty file: expected a header row".into()));
-    }
-    if let Some(twice) = header
-        .iter()
-        .enumerate()
-        .find(|(i, h)| header[..*i].contains(h))
-    {
-        return Err(fail(format!(
-            "the header names column \"{}\" twice; rename one",
-            twice.1
-        )));
-    }
-    let (mut records, mut lines) = (Vec::new(), Vec::new());
-    let mut line_ends = LineCounter::open(path)?;
-    for record in reader.records() {
-        let record = record.map_err(|e| fail(csv_reason(&e)))?;
-        let line = match record.position() {
-            Some(p) => line_ends
-                .line_at(p.byte())
-                .map_err(|e| fail(crate::fs::describe_io(&e)))?,
-            None => 0,
-        };
-        if record.len() == 1 && record[0].is_empty() {
-            continue; // a blank line
-        }
-        if record.len() != header.len() {
-            return Err(fail(format!(
-                "line {line}: {} fields, but the header has {}",
-                record.len(),
-                header.len()
-            )));
-        }
-        records.push(record);
-        lines.push(line);
-    }
-    Ok(TextCsv {
-        path: path.to_path_buf(),
-        header,
-        records,
-        lines,
-    })
-}
-
-/// The line numbers of records, from their byte offsets. The csv crate's own
-/// (`Position::line`) are one short in a file with CRLF line ends and for a record after a
-/// blank line (rust-csv issues 395 and 208), so ember counts the line ends itself, in a second
-/// sequential read of the file.
-struct LineCounter {
-    reader: std::io::BufReader<std::fs::File>,
-    offset: u64,
-    line: u64,
-}
-
-impl LineCounter {
-    fn open(path: &Path) -> Result<LineCounter> {
-        let file = std::fs::File::open(path)
-            .map_err(|e| EmberError::file(path, crate::fs::describe_io(&e)))?;
-        Ok(LineCounter {
-            reader: std::io::BufReader::new(file),
-            offset: 0,
-            line: 1,
-        })
-    }
-
-    /// The line of the record the csv reader places at `byte` (offsets only grow): past the
-    /// line ends before it, and past the ends of blank lines that the reader skipped there.
-    fn line_at(&mut self, byte: u64) -> std::io::Result<u64> {
-        use std::io::BufRead;
-        loop {
-            let buf = self.reader.fill_buf()?;
-            let n = match usize::try_from(byte.saturating_sub(self.offset)) {
-                Ok(0) => buf
-                    .iter()
-                    .take_while(|b| matches!(b, b'\r' | b'\n'))
-                    .count(),
-                Ok(left) => left.min(buf.len()),
-                Err(_) => buf.len(),
-            };
-            if n == 0 {
-                return Ok(self.line);
-            }
-            self.line += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
-            self.reader.consume(n);
-            self.offset += n as u64;
-        }
-    }
-}
-
-impl TextCsv {
-    pub fn fail(&self, what: String) -> EmberError {
-        EmberError::file(&self.path, what)
-    }
-
-    /// The index of column `name`, which the config names in `field`.
-    pub fn column(&self, name: &str, field: &str) -> Result<usize> {
-        self.header.iter().position(|h| h == name).ok_or_else(|| {
-            self.fail(format!(
-                "no column named \"{name}\" ({field}); the header has {}",
-                self.header.join(",")
-            ))
-        })
-    }
-
-    /// Columns `cols` as a row-major matrix of finite numbers.
-    pub fn numbers(&self, cols: &[usize]) -> Result<Matrix> {
-        let mut values = Vec::with_capacity(self.records.len() * cols.len());
-        for (record, line) in self.records.iter().zip(&self.lines) {
-            for &c in cols {
-                match record[c].parse::<f32>() {
-                    Ok(v) if v.is_finite() => values.push(v),
-                    _ => {
-                        return Err(self.fail(format!(
-                            "line {line}: column \"{}\" holds \"{}\", not a finite number",
-                            self.header[c], &record[c]
-                        )));
-                    }
-                }
-            }
-        }
-        Ok(Matrix {
-            rows: self.records.len(),
-            cols: cols.len(),
-            values,
-        })
-    }
-
-    /// Drops the rows where a column of `targets` is missing; returns how many went.
-    pub fn drop_missing_labels(&mut self, targets: &[String], missing: &Missing) -> Result<usize> {
-        let cols: Vec<usize> = targets
-            .iter()
-            .map(|t| self.column(t, "data.label"))
-            .collect::<Result<_>>()?;
-        let before = self.records.len();
-        (self.records, self.lines) = std::mem::take(&mut self.records)
-            .into_iter()
-            .zip(std::mem::take(&mut self.lines))
-            .filter(|(r, _)| !cols.iter().any(|&c| missing.is(&r[c])))
-            .unzip();
-        Ok(before - self.records.len())
-    }
-
-    /// The text of column `c`, row by row.
-    pub fn texts(&self, c: usize) -> impl Iterator<Item = (&str, u64)> {
-        self.records
-            .iter()
-            .zip(&self.lines)
-            .map(move |(r, l)| (&r[c], *l))
-    }
-}
+pub use super::text_csv::{TextCsv, read_text};
 
 /// The input columns of a table: `features` as given, or every column that is not a target,
 /// the scalar column or ignored. Each named column must exist and not be a target.
@@ -335,7 +127,7 @@ pub fn to_split(
     task: Task,
     classes: Option<&[String]>,
 ) -> Result<(HostSplit, Unseen)> {
-    if csv.records.is_empty() {
+    if csv.rows() == 0 {
         return Err(csv.fail("no data rows, only a header".to_string()));
     }
     let cols = |names: &[String], field: &str| -> Result<Vec<usize>> {
@@ -399,20 +191,10 @@ pub fn read_inputs(path: &Path, spec: &TableSpec) -> Result<(Matrix, Option<Vec<
     Ok((csv.numbers(&cols)?, scalar))
 }
 
-fn csv_reason(e: &csv::Error) -> String {
-    match e.kind() {
-        csv::ErrorKind::Io(io) => crate::fs::describe_io(io),
-        csv::ErrorKind::Utf8 { pos, .. } => format!(
-            "line {}: not valid UTF-8 text",
-            pos.as_ref().map_or(0, |p| p.line())
-        ),
-        _ => e.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::text_csv::delimiter_of;
 
     fn file(name: &str, text: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("ember-csv-{}", std::process::id()));
@@ -515,7 +297,7 @@ mod tests {
             let p = file(&format!("sep-{sep}.csv"), text);
             let csv = read_text(&p).unwrap();
             assert_eq!(csv.header, ["a", "label", "b"], "{sep}");
-            assert_eq!(&csv.records[0][0], "1,5", "{sep}");
+            assert_eq!(csv.texts(0).next().unwrap().0, "1,5", "{sep}");
         }
         assert_eq!(delimiter_of(b"\"x;y\",z"), b',');
         assert_eq!(delimiter_of(b"one"), b',');

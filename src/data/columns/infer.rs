@@ -4,7 +4,8 @@
 
 use super::{ColumnKind, Missing, dates};
 use crate::data::table::TextCsv;
-use std::collections::HashSet;
+use rayon::prelude::*;
+use rustc_hash::FxHashSet;
 
 /// One column as `init` sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,7 +31,9 @@ const BOOLEANS: [[&str; 2]; 4] = [["yes", "no"], ["true", "false"], ["y", "n"], 
 
 /// The type of every column of `csv` but `label`, in the file's order.
 pub fn infer(csv: &TextCsv, label: usize, missing: &Missing) -> Vec<Inferred> {
+    // Column by column, in parallel: each is read on its own.
     (0..csv.header.len())
+        .into_par_iter()
         .filter(|&c| c != label)
         .map(|c| {
             let cells: Vec<&str> = csv
@@ -42,7 +45,7 @@ pub fn infer(csv: &TextCsv, label: usize, missing: &Missing) -> Vec<Inferred> {
             Inferred {
                 name: csv.header[c].clone(),
                 kind,
-                missing: csv.records.len() - cells.len(),
+                missing: csv.rows() - cells.len(),
                 values,
                 why,
             }
@@ -52,38 +55,16 @@ pub fn infer(csv: &TextCsv, label: usize, missing: &Missing) -> Vec<Inferred> {
 
 /// A column's type from its present cells, with its values summarised and the reason.
 fn kind_of(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
-    let distinct: HashSet<&str> = cells.iter().copied().collect();
     if cells.is_empty() {
-        return (
-            ColumnKind::Ignore,
-            String::new(),
-            "every cell is missing".into(),
-        );
+        let why = "every cell is missing".into();
+        return (ColumnKind::Ignore, String::new(), why);
     }
-    if distinct.len() == 1 {
-        let v = format!("\"{}\"", cells[0]);
-        return (ColumnKind::Ignore, v, "the same value in every row".into());
-    }
-    let unique = distinct.len() == cells.len() && cells.len() >= MIN_ID_ROWS;
     if let Some(numbers) = cells
         .iter()
         .map(|c| c.parse::<f64>().ok().filter(|v| v.is_finite()))
         .collect::<Option<Vec<f64>>>()
     {
-        let (lo, hi) = numbers
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
-                (l.min(*v), h.max(*v))
-            });
-        let range = format!("{} to {}", short(lo), short(hi));
-        if unique && looks_like_id(name, &numbers, lo, hi) {
-            return (
-                ColumnKind::Ignore,
-                range,
-                "an ID: a different integer in every row".into(),
-            );
-        }
-        return (ColumnKind::Numeric, range, String::new());
+        return numeric_kind(name, cells, &numbers);
     }
     if let Some(days) = cells
         .iter()
@@ -91,9 +72,55 @@ fn kind_of(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
         .collect::<Option<Vec<i64>>>()
     {
         let (lo, hi) = (days.iter().min().unwrap(), days.iter().max().unwrap());
+        if lo == hi {
+            return constant(cells[0]);
+        }
         let range = format!("{} to {}", dates::format(*lo), dates::format(*hi));
         return (ColumnKind::Date, range, "ISO 8601 dates".into());
     }
+    text_kind(name, cells)
+}
+
+/// The same value in every row: nothing to learn from.
+fn constant(cell: &str) -> (ColumnKind, String, String) {
+    let why = "the same value in every row".into();
+    (ColumnKind::Ignore, format!("\"{cell}\""), why)
+}
+
+/// A column of numbers: numeric, unless constant or an ID.
+fn numeric_kind(name: &str, cells: &[&str], numbers: &[f64]) -> (ColumnKind, String, String) {
+    let (lo, hi) = numbers
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+            (l.min(*v), h.max(*v))
+        });
+    if lo == hi {
+        return constant(cells[0]);
+    }
+    let range = format!("{} to {}", short(lo), short(hi));
+    if numbers.len() >= MIN_ID_ROWS
+        && looks_like_id(name, numbers, lo, hi)
+        && all_different(numbers)
+    {
+        let why = "an ID: a different integer in every row".into();
+        return (ColumnKind::Ignore, range, why);
+    }
+    (ColumnKind::Numeric, range, String::new())
+}
+
+fn all_different(numbers: &[f64]) -> bool {
+    let mut sorted = numbers.to_vec();
+    sorted.sort_unstable_by(f64::total_cmp);
+    sorted.windows(2).all(|w| w[0] != w[1])
+}
+
+/// A column of text: a category, unless constant, an ID or free text.
+fn text_kind(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
+    let distinct: FxHashSet<&str> = cells.iter().copied().collect();
+    if distinct.len() == 1 {
+        return constant(cells[0]);
+    }
+    let unique = distinct.len() == cells.len() && cells.len() >= MIN_ID_ROWS;
     let levels = summary_of_levels(&distinct);
     let words = cells
         .iter()
@@ -117,7 +144,7 @@ fn kind_of(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
         let why = "an ID: named so, and mostly different in every row";
         return (ColumnKind::Ignore, levels, why.into());
     }
-    let lower: HashSet<String> = distinct.iter().map(|d| d.to_ascii_lowercase()).collect();
+    let lower: FxHashSet<String> = distinct.iter().map(|d| d.to_ascii_lowercase()).collect();
     let why = if BOOLEANS
         .iter()
         .any(|pair| lower.iter().all(|l| pair.contains(&l.as_str())))
@@ -144,7 +171,7 @@ fn named_like_id(name: &str) -> bool {
 }
 
 /// `n levels: a, b, c, …`, the first levels sorted by name.
-fn summary_of_levels(distinct: &HashSet<&str>) -> String {
+fn summary_of_levels(distinct: &FxHashSet<&str>) -> String {
     let mut names: Vec<&str> = distinct.iter().copied().collect();
     names.sort_unstable();
     let shown: Vec<String> = names.iter().take(4).map(|n| clip(n, 16)).collect();

@@ -19,8 +19,9 @@ pub mod infer;
 use super::Matrix;
 use super::table::TextCsv;
 use crate::error::Result;
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
 /// A column's type in `[data.columns]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -204,16 +205,17 @@ pub fn fit(
     inputs: &[(usize, ColumnKind)],
     missing: &Missing,
 ) -> Result<Vec<Encoding>> {
-    inputs
-        .iter()
+    // Each column in parallel; the errors in column order, so the same one is reported.
+    let fitted: Vec<Result<Encoding>> = inputs
+        .par_iter()
         .map(|&(c, kind)| fit_column(csv, c, kind, missing))
-        .collect()
+        .collect();
+    fitted.into_iter().collect()
 }
 
 fn fit_column(csv: &TextCsv, c: usize, kind: ColumnKind, missing: &Missing) -> Result<Encoding> {
     let name = &csv.header[c];
-    let present: Vec<(&str, u64)> = csv.texts(c).filter(|(t, _)| !missing.is(t)).collect();
-    let indicator = present.len() < csv.records.len();
+    let present = || csv.texts(c).filter(|(t, _)| !missing.is(t));
     let mut enc = Encoding {
         column: name.clone(),
         kind,
@@ -223,9 +225,8 @@ fn fit_column(csv: &TextCsv, c: usize, kind: ColumnKind, missing: &Missing) -> R
     };
     match kind {
         ColumnKind::Numeric | ColumnKind::Date => {
-            let mut values = present
-                .iter()
-                .map(|&(t, line)| scalar(csv, name, kind, t, line))
+            let mut values = present()
+                .map(|(t, line)| scalar(csv, name, kind, t, line))
                 .collect::<Result<Vec<f64>>>()?;
             if values.is_empty() {
                 return Err(csv.fail(format!(
@@ -233,29 +234,34 @@ fn fit_column(csv: &TextCsv, c: usize, kind: ColumnKind, missing: &Missing) -> R
                     kind.name()
                 )));
             }
+            enc.indicator = values.len() < csv.rows();
             enc.fill = Some(median(&mut values, kind));
-            enc.indicator = indicator;
         }
-        ColumnKind::Category => enc.levels = Some(levels(present.iter().map(|(t, _)| *t))),
+        ColumnKind::Category => enc.levels = Some(levels(present().map(|(t, _)| t))),
         ColumnKind::Ignore => unreachable!("ignored columns have no encoding"),
     }
     Ok(enc)
 }
 
-/// The median of `values` (the lower middle value for a date, which must stay a whole day).
+/// The median of `values` (the lower middle value for a date, which must stay a whole day),
+/// found by selection rather than a sort.
 fn median(values: &mut [f64], kind: ColumnKind) -> f64 {
-    values.sort_by(f64::total_cmp);
     let n = values.len();
+    let (_, low, above) = values.select_nth_unstable_by((n - 1) / 2, f64::total_cmp);
     match (n % 2, kind) {
-        (1, _) | (_, ColumnKind::Date) => values[(n - 1) / 2],
-        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+        (1, _) | (_, ColumnKind::Date) => *low,
+        // The upper middle value: the smallest of the values above the lower one.
+        _ => {
+            let high = above.iter().copied().min_by(f64::total_cmp);
+            (*low + high.expect("an even count has an upper half")) / 2.0
+        }
     }
 }
 
 /// The levels with inputs of their own: those in at least [`MIN_LEVEL_ROWS`] rows, the
 /// [`MAX_LEVELS`] most frequent of them, sorted by name.
 fn levels<'a>(cells: impl Iterator<Item = &'a str>) -> Vec<String> {
-    let mut counts: HashMap<&str, usize> = HashMap::new();
+    let mut counts: FxHashMap<&str, usize> = FxHashMap::default();
     for cell in cells {
         *counts.entry(cell).or_default() += 1;
     }
@@ -312,91 +318,130 @@ impl Unseen {
     }
 }
 
+/// Rows encoded by one task of [`encode`].
+const ENCODE_ROWS: usize = 16 * 1024;
+
 /// The inputs of every row of `csv` under `encodings`: a row-major matrix, and the count of
 /// levels training had not seen. A column the file lacks is an error; extra columns are not.
+/// Blocks of rows are encoded in parallel.
 pub fn encode(
     csv: &TextCsv,
     encodings: &[Encoding],
     missing: &Missing,
 ) -> Result<(Matrix, Unseen)> {
+    let columns: Vec<Column> = encodings
+        .iter()
+        .scan(0, |offset, enc| {
+            let at = *offset;
+            *offset += enc.inputs().len();
+            Some((enc, at))
+        })
+        .map(|(enc, offset)| Column::new(csv, enc, offset))
+        .collect::<Result<_>>()?;
     let width: usize = encodings.iter().map(|e| e.inputs().len()).sum();
-    let rows = csv.records.len();
+    let rows = csv.rows();
     let mut values = vec![0.0f32; rows * width];
+    let blocks: Vec<Result<Vec<usize>>> = values
+        .par_chunks_mut(ENCODE_ROWS * width.max(1))
+        .enumerate()
+        .map(|(b, block)| {
+            let first = b * ENCODE_ROWS;
+            let rows = first..first + block.len() / width.max(1);
+            (columns.iter())
+                .map(|col| col.encode(csv, missing, rows.clone(), block, width))
+                .collect()
+        })
+        .collect();
     let mut unseen = Unseen::default();
-    let mut offset = 0;
-    for enc in encodings {
-        let c = csv.column(&enc.column, "a column of the run's data.encoding")?;
-        let n = encode_column(csv, c, enc, missing, &mut values[offset..], width)?;
-        if n > 0 {
-            unseen.0.push((enc.column.clone(), n));
-        }
-        offset += enc.inputs().len();
+    let mut others = vec![0; columns.len()];
+    for block in blocks {
+        others.iter_mut().zip(block?).for_each(|(n, b)| *n += b);
     }
-    Ok((
-        Matrix {
-            rows,
-            cols: width,
-            values,
-        },
-        unseen,
-    ))
+    for (enc, n) in encodings.iter().zip(others).filter(|(_, n)| *n > 0) {
+        unseen.0.push((enc.column.clone(), n));
+    }
+    let matrix = Matrix {
+        rows,
+        cols: width,
+        values,
+    };
+    Ok((matrix, unseen))
 }
 
-/// Writes column `c`'s inputs into every row of `out` (rows `stride` apart, starting at
-/// `out[0]`); returns how many cells held a level without an input of its own.
-fn encode_column(
-    csv: &TextCsv,
+/// One encoded column: its encoding, its index in the file, its first input, and its levels'
+/// inputs (categories).
+struct Column<'a> {
+    enc: &'a Encoding,
     c: usize,
-    enc: &Encoding,
-    missing: &Missing,
-    out: &mut [f32],
-    stride: usize,
-) -> Result<usize> {
-    let mut other = 0;
-    let index: HashMap<&str, usize> = enc
-        .levels
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, l)| (l.as_str(), i))
-        .collect();
-    for (r, (cell, line)) in csv.texts(c).enumerate() {
-        let row = &mut out[r * stride..];
-        let absent = missing.is(cell);
-        match enc.kind {
-            ColumnKind::Category => {
-                let slot = match index.get(cell) {
-                    _ if absent => index.len(),
-                    Some(&i) => i,
-                    None => {
-                        other += 1;
-                        index.len() + 1
-                    }
-                };
-                row[slot] = 1.0;
-            }
-            ColumnKind::Numeric | ColumnKind::Date => {
-                let fill = enc.fill.expect("numeric and date encodings have a fill");
-                let v = match absent {
-                    true => fill,
-                    false => scalar(csv, &enc.column, enc.kind, cell, line)?,
-                };
-                let width = if enc.kind == ColumnKind::Date {
-                    let day = dates::date_of(v as i64).expect("a parsed day or a checked fill");
-                    row[..dates::PARTS.len()].copy_from_slice(&dates::parts(day));
-                    dates::PARTS.len()
-                } else {
-                    row[0] = v as f32;
-                    1
-                };
-                if enc.indicator {
-                    row[width] = f32::from(u8::from(absent));
-                }
-            }
-            ColumnKind::Ignore => unreachable!("ignored columns have no encoding"),
-        }
+    offset: usize,
+    index: FxHashMap<&'a str, usize>,
+}
+
+impl<'a> Column<'a> {
+    fn new(csv: &TextCsv, enc: &'a Encoding, offset: usize) -> Result<Column<'a>> {
+        let c = csv.column(&enc.column, "a column of the run's data.encoding")?;
+        let index = (enc.levels.iter().flatten().enumerate())
+            .map(|(i, l)| (l.as_str(), i))
+            .collect();
+        Ok(Column {
+            enc,
+            c,
+            offset,
+            index,
+        })
     }
-    Ok(other)
+
+    /// Writes this column's inputs for `rows` into `block` (those rows, `stride` apart);
+    /// returns how many cells held a level without an input of its own.
+    fn encode(
+        &self,
+        csv: &TextCsv,
+        missing: &Missing,
+        rows: std::ops::Range<usize>,
+        block: &mut [f32],
+        stride: usize,
+    ) -> Result<usize> {
+        let (enc, index) = (self.enc, &self.index);
+        let mut other = 0;
+        for (i, r) in rows.enumerate() {
+            let row = &mut block[i * stride + self.offset..];
+            let cell = csv.cell(self.c, r);
+            let absent = missing.is(cell);
+            match enc.kind {
+                ColumnKind::Category => {
+                    let slot = match index.get(cell) {
+                        _ if absent => index.len(),
+                        Some(&i) => i,
+                        None => {
+                            other += 1;
+                            index.len() + 1
+                        }
+                    };
+                    row[slot] = 1.0;
+                }
+                ColumnKind::Numeric | ColumnKind::Date => {
+                    let fill = enc.fill.expect("numeric and date encodings have a fill");
+                    let v = match absent {
+                        true => fill,
+                        false => scalar(csv, &enc.column, enc.kind, cell, csv.line(r))?,
+                    };
+                    let width = if enc.kind == ColumnKind::Date {
+                        let day = dates::date_of(v as i64).expect("a parsed day or a checked fill");
+                        row[..dates::PARTS.len()].copy_from_slice(&dates::parts(day));
+                        dates::PARTS.len()
+                    } else {
+                        row[0] = v as f32;
+                        1
+                    };
+                    if enc.indicator {
+                        row[width] = f32::from(u8::from(absent));
+                    }
+                }
+                ColumnKind::Ignore => unreachable!("ignored columns have no encoding"),
+            }
+        }
+        Ok(other)
+    }
 }
 
 /// One line on what the inputs are made of, for the training log.
