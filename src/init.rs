@@ -86,6 +86,18 @@ fn key(name: &str) -> String {
 
 /// The common head and tail of a drafted job file.
 fn job_file(command: &str, task: &str, rows: usize, data: &str, hidden: &str) -> String {
+    job_file_with(command, task, rows, "", data, hidden)
+}
+
+/// [`job_file`] with `top` (commented lines and keys) after the top-level keys.
+fn job_file_with(
+    command: &str,
+    task: &str,
+    rows: usize,
+    top: &str,
+    data: &str,
+    hidden: &str,
+) -> String {
     let train_rows = rows * 4 / 5;
     let mut t = String::new();
     let _ = writeln!(t, "# Written by `{command}`: a starting point to edit.");
@@ -99,7 +111,7 @@ fn job_file(command: &str, task: &str, rows: usize, data: &str, hidden: &str) ->
     );
     let _ = writeln!(
         t,
-        "# A new order of the rows every epoch, drawn from the seed.\nshuffle = true\nseed = 42\n"
+        "# A new order of the rows every epoch, drawn from the seed.\nshuffle = true\nseed = 42\n{top}"
     );
     let _ = writeln!(t, "[data]\n{data}");
     let _ = writeln!(
@@ -148,8 +160,8 @@ pub fn from_csv(path: &Path, label: &str) -> Result<Draft> {
         ));
     }
     let (task, mut why) = task_of(&values, label);
-    if values.len() < csv.records.len() {
-        let n = csv.records.len() - values.len();
+    if values.len() < csv.rows() {
+        let n = csv.rows() - values.len();
         why += &format!("; {n} rows without a label will be left out");
     }
     let columns = infer::infer(&csv, at, &missing);
@@ -169,13 +181,50 @@ pub fn from_csv(path: &Path, label: &str) -> Result<Draft> {
     if task == "regression" {
         data.push_str("\n# The target scaled likewise for training; losses, MAE and predictions stay in its units.\nstandardize_target = true");
     }
+    let offer = (task != "regression")
+        .then(|| class_weight_offer(&values))
+        .flatten();
+    let top = match offer {
+        Some((lines, note)) => {
+            why += &format!("; {note}");
+            lines
+        }
+        None => String::new(),
+    };
     let command = format!("ember init --csv {} --label {label}", path.display());
-    let job = job_file(&command, task, values.len(), &data, "[64, 64]");
+    let job = job_file_with(&command, task, values.len(), &top, &data, "[64, 64]");
     Ok(Draft {
         toml: job + &columns_table(&columns),
         why: format!("inferred task = \"{task}\": {why}"),
         columns: Some(infer::table(&columns)),
     })
+}
+
+/// Below this ratio of the rarest class's rows to the commonest's, `init` offers class weights.
+const IMBALANCED: f64 = 0.25;
+
+/// For classes as imbalanced as [`IMBALANCED`] says: a commented-out `class_weight` for the job
+/// file, and a note for stderr. Commented out, because weighting trades accuracy on the common
+/// classes for recall on the rare ones: the user's call.
+fn class_weight_offer(labels: &[&str]) -> Option<(String, String)> {
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for l in labels {
+        *counts.entry(l).or_default() += 1;
+    }
+    let (rare, few) = counts.iter().min_by_key(|(_, n)| **n)?;
+    let (common, many) = counts.iter().max_by_key(|(_, n)| **n)?;
+    if *few as f64 >= IMBALANCED * *many as f64 {
+        return None;
+    }
+    // Quoted (escaped), as a class name may hold characters a TOML comment cannot.
+    let sizes = format!("{}: {few} rows, {}: {many}", quote(rare), quote(common));
+    let lines = format!(
+        "# The classes are imbalanced ({sizes}). Uncomment to weigh each class's rows by\n\
+         # rows / (classes x rows of the class) in the training loss (docs/tables.md, rare classes):\n\
+         # class_weight = \"balanced\"\n"
+    );
+    let note = format!("classes imbalanced ({sizes}): see class_weight in the job file");
+    Some((lines, note))
 }
 
 /// `[data.columns]`, every column with its type, and the reason where there is one; it ends

@@ -415,6 +415,21 @@ fn balanced_class_weights_lift_the_rare_class() {
         writeln!(text, "{x:.4},{:.4},{label}", rng.next()).unwrap();
     }
     let data = config(&dir, "rare.csv", &text);
+    // init offers the weights, commented out, and the job trains with them uncommented.
+    let init = ember(&["init", "--csv", path_str(&data), "--label", "label"]);
+    ok(&init);
+    assert!(
+        stderr(&init).contains("classes imbalanced (\"yes\": "),
+        "{}",
+        stderr(&init)
+    );
+    let drafted = stdout(&init).replace("# class_weight = ", "class_weight = ");
+    assert!(
+        drafted.contains("\nclass_weight = \"balanced\"\n"),
+        "{drafted}"
+    );
+    let cfg = config(&dir, "drafted.toml", &drafted);
+    ok(&train(&cfg, &dir.join("drafted")));
     let job = |extra: &str| {
         let text = format!(
             "task = \"binary\"\nepochs = 8\nbatch_size = 64\n{extra}[model]\nhidden = [8]\n\
