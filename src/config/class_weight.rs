@@ -24,12 +24,12 @@ pub enum ClassWeight {
 impl ClassWeight {
     /// Every given weight must be a finite number above zero.
     pub fn check(&self) -> Result<()> {
-        if let ClassWeight::Given(weights) = self {
-            if let Some((name, w)) = weights.iter().find(|(_, w)| !(w.is_finite() && **w > 0.0)) {
-                return Err(input_err!(
-                    "class_weight.\"{name}\" = {w} must be a number above 0"
-                ));
-            }
+        if let ClassWeight::Given(weights) = self
+            && let Some((name, w)) = weights.iter().find(|(_, w)| !(w.is_finite() && **w > 0.0))
+        {
+            return Err(input_err!(
+                "class_weight.\"{name}\" = {w} must be a number above 0"
+            ));
         }
         Ok(())
     }

@@ -319,16 +319,15 @@ pub fn fold_split(all: HostSplit, fold: crate::config::Fold, seed: u64) -> (Host
     if let Labels::Classes(l) | Labels::Binary(l) = &all.labels {
         order.sort_by_key(|&row| l[row]);
     }
-    let (valid, train): (Vec<(usize, usize)>, Vec<(usize, usize)>) = order
-        .into_iter()
-        .enumerate()
-        .partition(|(dealt, _)| dealt % fold.count == fold.index);
-    let rows = |part: Vec<(usize, usize)>| {
-        let mut rows: Vec<usize> = part.into_iter().map(|(_, row)| row).collect();
-        rows.sort_unstable();
-        rows
-    };
-    let (train, valid) = (rows(train), rows(valid));
+    let (mut valid, mut train) = (Vec::new(), Vec::new());
+    for (dealt, row) in order.into_iter().enumerate() {
+        match dealt % fold.count == fold.index {
+            true => valid.push(row),
+            false => train.push(row),
+        }
+    }
+    valid.sort_unstable();
+    train.sort_unstable();
     (all.take(&train), all.take(&valid))
 }
 
