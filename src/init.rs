@@ -84,20 +84,9 @@ fn key(name: &str) -> String {
     if bare { name.to_string() } else { quote(name) }
 }
 
-/// The common head and tail of a drafted job file.
-fn job_file(command: &str, task: &str, rows: usize, data: &str, hidden: &str) -> String {
-    job_file_with(command, task, rows, "", data, hidden)
-}
-
-/// [`job_file`] with `top` (commented lines and keys) after the top-level keys.
-fn job_file_with(
-    command: &str,
-    task: &str,
-    rows: usize,
-    top: &str,
-    data: &str,
-    hidden: &str,
-) -> String {
+/// The common head and tail of a drafted job file; `top` (commented lines, keys) follows the
+/// top-level keys.
+fn job_file(command: &str, task: &str, rows: usize, top: &str, data: &str, hidden: &str) -> String {
     let train_rows = rows * 4 / 5;
     let mut t = String::new();
     let _ = writeln!(t, "# Written by `{command}`: a starting point to edit.");
@@ -192,7 +181,7 @@ pub fn from_csv(path: &Path, label: &str) -> Result<Draft> {
         None => String::new(),
     };
     let command = format!("ember init --csv {} --label {label}", path.display());
-    let job = job_file_with(&command, task, values.len(), &top, &data, "[64, 64]");
+    let job = job_file(&command, task, values.len(), &top, &data, "[64, 64]");
     Ok(Draft {
         toml: job + &columns_table(&columns),
         why: format!("inferred task = \"{task}\": {why}"),
@@ -297,7 +286,7 @@ pub fn from_images(dir: &Path) -> Result<Draft> {
     );
     let command = format!("ember init --images {}", dir.display());
     Ok(Draft {
-        toml: job_file(&command, task, items.len(), &data, "[256, 128]"),
+        toml: job_file(&command, task, items.len(), "", &data, "[256, 128]"),
         why: format!(
             "inferred task = \"{task}\": {need}, {} images; image_size [{h}, {w}] and {channels} from {}",
             items.len(),

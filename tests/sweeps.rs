@@ -25,6 +25,11 @@ fn sweep_files(dir: &Path) -> PathBuf {
     )
 }
 
+/// A sweep file `name` in `dir` over the base job `base.toml` there, with `text` after `base`.
+fn beside_base(dir: &Path, name: &str, text: &str) -> PathBuf {
+    config(dir, name, &format!("base = \"base.toml\"\n{text}"))
+}
+
 fn summary(run: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap()
 }
@@ -206,10 +211,10 @@ fn units_run_alone_and_bad_sweeps_are_one_line_errors() {
         "job = \"tabular-mlp\"\nepochs = 2\nbatch_size = 256\nmax_train_rows = 2000\n\
          max_valid_rows = 500\n[adam]\nlr = 1e-3\n",
     );
-    let sweep = config(
+    let sweep = beside_base(
         &dir,
         "widths.toml",
-        "base = \"base.toml\"\nseeds = [1, 2]\n[grid]\n\"model.hidden\" = [[4], [6]]\n",
+        "seeds = [1, 2]\n[grid]\n\"model.hidden\" = [[4], [6]]\n",
     );
     let out = dir.join("out");
     let unit = |n: &str| {
@@ -233,7 +238,7 @@ fn units_run_alone_and_bad_sweeps_are_one_line_errors() {
     bad_input(&unit("2"), "--unit 2: the sweep widths has 2 units (0..1)");
 
     let sweep_file = |name: &str, text: &str| {
-        let p = config(&dir, name, &format!("base = \"base.toml\"\n{text}"));
+        let p = beside_base(&dir, name, text);
         let out = dir.join(format!("out-{name}"));
         ember(&["sweep", "run", path_str(&p), "--out", path_str(&out)])
     };
@@ -309,10 +314,10 @@ fn cross_validation_runs_each_fold_and_reports_over_them() {
     ok(&init);
     let job = stdout(&init).replace("epochs = 20", "epochs = 4");
     config(&dir, "base.toml", &job);
-    let sweep = config(
+    let sweep = beside_base(
         &dir,
         "cv.toml",
-        "base = \"base.toml\"\nfolds = 5\n[grid]\n\"adam.lr\" = [1e-3, 1e-2]\n",
+        "folds = 5\n[grid]\n\"adam.lr\" = [1e-3, 1e-2]\n",
     );
     let plan = ember(&["sweep", "plan", path_str(&sweep)]);
     ok(&plan);
@@ -359,8 +364,7 @@ fn cross_validation_runs_each_fold_and_reports_over_them() {
     assert!(!rows.iter().any(|r| r.contains("data.fold")), "{table}");
 
     let bad = |name: &str, text: &str| {
-        let p = config(&dir, name, &format!("base = \"base.toml\"\n{text}"));
-        ember(&["sweep", "plan", path_str(&p)])
+        ember(&["sweep", "plan", path_str(&beside_base(&dir, name, text))])
     };
     bad_input(
         &bad("one.toml", "folds = 1\n"),

@@ -391,7 +391,7 @@ impl RawConfig {
             // A binary task without class names weighs its labels "0" and "1".
             let unnamed = if task == Task::Binary { 2 } else { 0 };
             let expected = classes.map_or(unnamed, <[String]>::len);
-            if weights.len() != expected || weights.iter().any(|w| !(w.is_finite() && *w > 0.0)) {
+            if weights.len() != expected || !weights.iter().all(|w| super::is_weight(*w)) {
                 return Err(input_err!(
                     "data.class_weights = {weights:?} must hold one number above 0 per class of data.classes"
                 ));

@@ -25,7 +25,7 @@ impl ClassWeight {
     /// Every given weight must be a finite number above zero.
     pub fn check(&self) -> Result<()> {
         if let ClassWeight::Given(weights) = self
-            && let Some((name, w)) = weights.iter().find(|(_, w)| !(w.is_finite() && **w > 0.0))
+            && let Some((name, w)) = weights.iter().find(|(_, w)| !is_weight(**w))
         {
             return Err(input_err!(
                 "class_weight.\"{name}\" = {w} must be a number above 0"
@@ -52,6 +52,11 @@ impl ClassWeight {
             }
         }
     }
+}
+
+/// A class weight must be a finite number above zero.
+pub fn is_weight(w: f64) -> bool {
+    w.is_finite() && w > 0.0
 }
 
 /// `n / (k * n_c)` per class; a class with no training row weighs 1 (it is never used).

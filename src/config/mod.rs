@@ -15,7 +15,7 @@ mod class_weight;
 mod overrides;
 mod raw;
 
-pub use class_weight::{ClassWeight, class_counts};
+pub use class_weight::{ClassWeight, class_counts, is_weight};
 pub use raw::{RawAdam, RawConfig, RawData, RawEarlyStopping, RawModel, RawSchedule, RawSgd};
 
 use crate::data::columns::{ColumnKind, Encoding, Missing};

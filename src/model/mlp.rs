@@ -127,26 +127,26 @@ impl<B: EmberBackend> Mlp<B> {
             Targets::Classes(labels) => {
                 let predicted = out.clone().argmax(1).squeeze_dim(1);
                 let correct = count_correct(predicted, labels.clone());
-                if let Some(w) = weights {
-                    let loss = super::weighting::cross_entropy(out, labels, w);
-                    return StepOutput::classified(loss, correct, rows);
-                }
-                let loss = CrossEntropyLossConfig::new()
-                    .init(&out.device())
-                    .forward(out, labels);
+                let loss = match weights {
+                    Some(w) => super::weighting::cross_entropy(out, labels, w),
+                    None => CrossEntropyLossConfig::new()
+                        .init(&out.device())
+                        .forward(out, labels),
+                };
                 StepOutput::classified(loss, correct, rows)
             }
             Targets::Binary(labels) => {
                 let predicted = out.clone().greater_elem(0.0).int();
                 let correct = predicted.equal(labels.clone()).float().sum();
-                if let Some(w) = weights {
-                    let loss = super::weighting::binary_cross_entropy(out, labels.float(), w);
-                    return StepOutput::classified(loss.mean(), correct, rows);
-                }
-                let loss = BinaryCrossEntropyLossConfig::new()
-                    .with_logits(true)
-                    .init(&out.device())
-                    .forward(out, labels);
+                let loss = match weights {
+                    Some(w) => {
+                        super::weighting::binary_cross_entropy(out, labels.float(), w).mean()
+                    }
+                    None => BinaryCrossEntropyLossConfig::new()
+                        .with_logits(true)
+                        .init(&out.device())
+                        .forward(out, labels),
+                };
                 StepOutput::classified(loss, correct, rows)
             }
             Targets::Values(y) => {

@@ -21,11 +21,13 @@ pub fn cross_entropy<B: Backend>(
     labels: Tensor<B, 1, Int>,
     weights: &[f32],
 ) -> Tensor<B, 1> {
-    let n = labels.dims()[0];
-    let picked = log_softmax(logits, 1).gather(1, labels.clone().reshape([n, 1]));
-    (picked.reshape([n]) * row_weights(labels, weights))
-        .mean()
-        .neg()
+    let [n, classes] = logits.dims();
+    let rows = cross_entropy_rows(
+        logits.reshape([1, n, classes]),
+        labels.reshape([1, n]),
+        weights,
+    );
+    rows.mean()
 }
 
 /// Weighted softmax cross-entropy per row for every replica: logits `[K, n, C]`, class

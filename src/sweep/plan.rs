@@ -78,6 +78,9 @@ impl Trial {
 /// The key of a trial's held-out fold when the sweep has `folds`.
 pub const FOLD: &str = "data.fold";
 
+/// The key of the number of folds, in every trial's overrides when the sweep has `folds`.
+pub const FOLDS: &str = "data.folds";
+
 /// A TOML number (integer or float) as f64.
 pub(super) fn number(v: &Value) -> Option<f64> {
     v.as_float().or_else(|| v.as_integer().map(|i| i as f64))
@@ -261,7 +264,7 @@ pub fn plan(path: &Path, extra: &[String]) -> Result<Plan> {
                 // A fold validates, in place of the base's share held out.
                 if let Some(k) = raw.folds {
                     t.overrides
-                        .extend([format!("data.folds={k}"), "data.valid_fraction=0".into()]);
+                        .extend([format!("{FOLDS}={k}"), "data.valid_fraction=0".into()]);
                 }
                 trials.push(t);
             }
@@ -319,7 +322,7 @@ fn axes(raw: &RawSweep) -> Result<Vec<String>> {
                 "\"{key}\" is swept twice (in seeds, [grid] or [random])"
             ));
         }
-        if raw.folds.is_some() && (key == FOLD || key == "data.folds") {
+        if raw.folds.is_some() && (key == FOLD || key == FOLDS) {
             return Err(input_err!(
                 "\"{key}\" is set by the sweep's folds; remove it from [grid] or [random]"
             ));

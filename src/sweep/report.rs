@@ -202,8 +202,9 @@ impl SweepReport {
             RankBy::Accuracy => "best valid accuracy",
             RankBy::Loss => "best valid loss",
         };
+        let folds_set = format!("{}=", super::plan::FOLDS);
         let folds =
-            (self.trials.iter()).any(|t| t.overrides.iter().any(|o| o.starts_with("data.folds=")));
+            (self.trials.iter()).any(|t| t.overrides.iter().any(|o| o.starts_with(&folds_set)));
         let (over, column) = match folds {
             true => ("seeds and folds", "runs "),
             false => ("seeds", "seeds"),

@@ -329,16 +329,12 @@ pub fn encode(
     encodings: &[Encoding],
     missing: &Missing,
 ) -> Result<(Matrix, Unseen)> {
-    let columns: Vec<Column> = encodings
-        .iter()
-        .scan(0, |offset, enc| {
-            let at = *offset;
-            *offset += enc.inputs().len();
-            Some((enc, at))
-        })
-        .map(|(enc, offset)| Column::new(csv, enc, offset))
-        .collect::<Result<_>>()?;
-    let width: usize = encodings.iter().map(|e| e.inputs().len()).sum();
+    let mut width = 0;
+    let mut columns = Vec::with_capacity(encodings.len());
+    for enc in encodings {
+        columns.push(Column::new(csv, enc, width)?);
+        width += enc.inputs().len();
+    }
     let rows = csv.rows();
     let mut values = vec![0.0f32; rows * width];
     let blocks: Vec<Result<Vec<usize>>> = values
