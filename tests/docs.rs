@@ -28,11 +28,12 @@ enum File {
 }
 
 /// The tables whose keys serde checks, as the reference heads them (`""` for the top level).
-const PROBED: [(File, &str); 10] = [
+const PROBED: [(File, &str); 11] = [
     (File::Job, ""),
     (File::Job, "[data]"),
     (File::Job, "[[data.encoding]]"),
     (File::Job, "[model]"),
+    (File::Job, "[[model.conv]]"),
     (File::Job, "[sgd]"),
     (File::Job, "[adam]"),
     (File::Job, "[adamw]"),

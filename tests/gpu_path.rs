@@ -443,3 +443,30 @@ fn a_mixed_table_trains_alike_on_the_gpu() {
         );
     }
 }
+
+#[test]
+fn a_cnn_with_batch_norm_trains_alike_on_the_gpu() {
+    for gpu in devices("a cnn") {
+        let dir = scratch(&format!("gpu-cnn-{}", gpu.device.replace(':', "")));
+        let cfg = config(
+            &dir,
+            "cnn.toml",
+            "task = \"classification\"\nshuffle = true\n[data]\nsource = \"idx\"\n\
+             [model]\nhidden = [16]\n\
+             [[model.conv]]\nchannels = 4\nbatch_norm = true\npool = 2\n\
+             [[model.conv]]\nchannels = 8\nbatch_norm = true\npool = 2\n[adam]\nlr = 1e-3\n",
+        );
+        let (cpu, on_gpu) = (dir.join("cpu"), dir.join("gpu"));
+        ok(&train("fashion-mlp", &cfg, &cpu, "cpu", &[]));
+        ok(&train("fashion-mlp", &cfg, &on_gpu, &gpu.device, &[]));
+        assert_ran_on(&on_gpu, &gpu);
+        let gap = loss_gap(&cpu, &on_gpu);
+        assert!(
+            gap <= PARITY,
+            "cnn on {}: losses differ by {gap:e}\ncpu {:?}\ngpu {:?}",
+            gpu.device,
+            losses(&cpu),
+            losses(&on_gpu)
+        );
+    }
+}

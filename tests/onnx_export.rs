@@ -421,6 +421,23 @@ fn preset(dir: &Path, job: &str, rows: &str) -> PathBuf {
     run
 }
 
+/// A convolutional network (batch norm, max-pools, global average pooling, gelu) trained for
+/// an epoch on 640 images: its running statistics are no longer the identity.
+fn cnn(dir: &Path) -> PathBuf {
+    let cfg = config(
+        dir,
+        "cnn.toml",
+        "task = \"classification\"\nepochs = 1\n[data]\nsource = \"idx\"\n\
+         [model]\nhidden = [16]\nactivation = \"gelu\"\npooling = \"average\"\n\
+         [[model.conv]]\nchannels = 4\nkernel = 5\nstride = 2\nbatch_norm = true\npool = 2\n\
+         [[model.conv]]\nchannels = 6\nbatch_norm = true\n[adam]\nlr = 1e-3\n",
+    );
+    let run = dir.join("cnn");
+    let rows = ["--max-train-rows", "640", "--max-valid-rows", "500"];
+    ok(&common::train_on_cpu(&cfg, &run, &rows));
+    run
+}
+
 /// A CSV of `rows` rows of `header`'s columns, values from `value`.
 fn number_table(path: &Path, header: &[String], rows: usize, mut value: impl FnMut() -> f64) {
     let mut text = header.join(",") + "\n";
@@ -447,6 +464,7 @@ fn presets_and_images_export() {
         &preset(&dir, "fashion-mlp", "640"),
         &input,
     ));
+    cases.push(case(&dir, "cnn", &cnn(&dir), &input));
     let input = dir.join("tabular.csv");
     number_table(&input, &columns(61, "x"), 40, || rng.next() * 4.0 - 2.0);
     cases.push(case(

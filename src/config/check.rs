@@ -3,7 +3,7 @@
 
 use super::{
     Activation, Channels, ClassWeight, DataSpec, EarlyStopping, Fold, ImageSpec, Init, InputScale,
-    JobConfig, ModelKind, ModelSpec, Monitor, OptimizerSpec, Preset, RawAdam, RawConfig,
+    JobConfig, ModelKind, ModelSpec, Monitor, OptimizerSpec, Pooling, Preset, RawAdam, RawConfig,
     RawSchedule, RawSgd, ScheduleKind, ScheduleSpec, Source, Standardization, TableSpec, Task,
 };
 use crate::data::columns::ColumnKind;
@@ -280,6 +280,7 @@ impl RawConfig {
             reject("model.hidden", m.hidden.is_some(), why)?;
             reject("model.activation", m.activation.is_some(), why)?;
             reject("model.dropout", m.dropout.is_some(), why)?;
+            reject("model.conv", m.conv.is_some(), why)?;
             return Ok(ModelSpec {
                 kind: ModelKind::LinearScalar,
                 hidden: Vec::new(),
@@ -288,6 +289,9 @@ impl RawConfig {
                 init,
                 inputs,
                 outputs,
+                conv: Vec::new(),
+                pooling: Pooling::Flatten,
+                image: None,
             });
         }
         let hidden = match (&m.hidden, defaults.hidden) {
@@ -304,14 +308,36 @@ impl RawConfig {
                 "model.hidden = {hidden:?} holds a width of 0; every width must be at least 1"
             ));
         }
+        let conv = (m.conv.iter().flatten().enumerate())
+            .map(|(i, b)| b.check(i))
+            .collect::<Result<Vec<_>>>()?;
+        if conv.is_empty() {
+            let why = "without [[model.conv]] blocks";
+            reject("model.pooling", m.pooling.is_some(), why)?;
+            reject("model.image", m.image.is_some(), why)?;
+        }
+        if let Some(image) = m.image
+            && image.contains(&0)
+        {
+            return Err(input_err!(
+                "model.image = {image:?} must be [channels, height, width], each at least 1"
+            ));
+        }
         Ok(ModelSpec {
-            kind: ModelKind::Mlp,
+            kind: if conv.is_empty() {
+                ModelKind::Mlp
+            } else {
+                ModelKind::Cnn
+            },
             hidden,
             activation: m.activation.unwrap_or(defaults.activation),
             dropout: unit_interval("model.dropout", m.dropout.unwrap_or(0.0))?,
             init,
             inputs,
             outputs,
+            conv,
+            pooling: m.pooling.unwrap_or(Pooling::Flatten),
+            image: m.image,
         })
     }
 
@@ -521,6 +547,11 @@ impl RawConfig {
         reject("data.test_dir", d.test_dir.is_some(), why)?;
         reject("data.image_size", d.image_size.is_some(), why)?;
         reject("data.channels", d.channels.is_some(), why)?;
+        if self.model.conv.is_some() {
+            return Err(input_err!(
+                "model.conv: convolutions need images (data.source = \"idx\" or \"images\"); a table's columns have no neighbours to convolve"
+            ));
+        }
         match source {
             Source::Csv if d.csv.is_none() => {
                 return Err(input_err!(

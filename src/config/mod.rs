@@ -12,10 +12,12 @@
 
 mod check;
 mod class_weight;
+pub mod conv;
 mod overrides;
 mod raw;
 
 pub use class_weight::{ClassWeight, class_counts, is_weight};
+pub use conv::{ConvSpec, Pooling};
 pub use raw::{RawAdam, RawConfig, RawData, RawEarlyStopping, RawModel, RawSchedule, RawSgd};
 
 use crate::data::columns::{ColumnKind, Encoding, Missing};
@@ -320,10 +322,12 @@ impl TableSpec {
     }
 }
 
-/// Which network: the general MLP, or linear-scalar's own model.
+/// Which network: the general MLP, a convolutional network before such an MLP, or
+/// linear-scalar's own model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelKind {
     Mlp,
+    Cnn,
     LinearScalar,
 }
 
@@ -339,6 +343,11 @@ pub struct ModelSpec {
     pub inputs: Option<usize>,
     /// Output width, once known from the task and the data.
     pub outputs: Option<usize>,
+    /// A convolutional network's blocks (`Cnn` only; empty otherwise).
+    pub conv: Vec<ConvSpec>,
+    pub pooling: Pooling,
+    /// A convolutional network's `[channels, height, width]` input, once known from the data.
+    pub image: Option<[usize; 3]>,
 }
 
 /// A checked job: every value here has passed validation.
@@ -409,9 +418,13 @@ pub fn parse(path: &Path, text: &str) -> Result<RawConfig> {
 }
 
 impl JobConfig {
-    /// The job's name in logs, run folders and summaries: the preset's, or "mlp".
+    /// The job's name in logs, run folders and summaries: the preset's, or "mlp" or "cnn".
     pub fn name(&self) -> &'static str {
-        self.preset.map_or("mlp", Preset::name)
+        match (self.preset, self.model.kind) {
+            (Some(preset), _) => preset.name(),
+            (None, ModelKind::Cnn) => "cnn",
+            (None, _) => "mlp",
+        }
     }
 
     /// The seed that draws the validation split (and orders image files).
@@ -447,7 +460,8 @@ impl JobConfig {
     pub fn to_raw(&self) -> RawConfig {
         let (sgd, adam, adamw) = self.raw_optimizer();
         let m = &self.model;
-        let mlp = m.kind == ModelKind::Mlp;
+        let mlp = m.kind != ModelKind::LinearScalar;
+        let cnn = m.kind == ModelKind::Cnn;
         RawConfig {
             job: self.preset,
             task: Some(self.task),
@@ -466,6 +480,9 @@ impl JobConfig {
                 init: Some(m.init),
                 inputs: m.inputs,
                 outputs: m.outputs,
+                pooling: cnn.then_some(m.pooling),
+                image: m.image,
+                conv: cnn.then(|| m.conv.iter().map(|b| b.to_raw()).collect()),
             },
             sgd,
             adam,
@@ -541,6 +558,7 @@ impl JobConfig {
         c.class_weights = resolved.class_weights.clone();
         c.model.inputs = resolved.model.inputs;
         c.model.outputs = resolved.model.outputs;
+        c.model.image = resolved.model.image;
         if let (ScheduleSpec::Cosine { epochs, .. }, ScheduleSpec::Cosine { epochs: e, .. }) =
             (&mut c.schedule, &resolved.schedule)
             && epochs.is_none()

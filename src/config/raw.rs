@@ -1,6 +1,7 @@
 //! The job file exactly as written: every field optional but checked by serde for its type and
 //! spelling (unknown keys and unknown enum values are errors that name the line).
 
+use super::conv::{Pooling, RawConv};
 use super::{
     Activation, Channels, ClassWeight, Init, InputScale, Monitor, Preset, ScheduleKind, Source,
     Task,
@@ -223,6 +224,17 @@ pub struct RawModel {
     /// Outputs of the last layer; written by ember from the task and the data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outputs: Option<usize>,
+    /// What turns a convolutional network's last maps into the head's inputs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pooling: Option<Pooling>,
+    /// A convolutional network's `[channels, height, width]` input; written by ember from the
+    /// data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<[usize; 3]>,
+    /// Convolution blocks before the hidden layers (`[[model.conv]]`, last: TOML writes arrays
+    /// of tables after the plain keys).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conv: Option<Vec<RawConv>>,
 }
 
 impl RawModel {

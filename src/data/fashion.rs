@@ -146,6 +146,6 @@ pub fn load(dir: Option<&Path>, scale: InputScale, known: Option<&[String]>) -> 
         encoding: None,
         dropped_labels: 0,
         target_stats: None,
-        image_size: None,
+        image_size: Some([train.rows, train.cols]),
     })
 }

@@ -88,6 +88,16 @@ impl<B: EmberBackend> Mlp<B> {
         &self.layers
     }
 
+    /// Its linear layers.
+    pub(crate) fn depth(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Modules of its `nn.Sequential` per linear layer (Linear, activation, [Dropout]).
+    pub(crate) fn torch_stride(&self) -> usize {
+        self.head.torch_stride
+    }
+
     /// The same model with other weights and biases, layer by layer (the parameter ids kept).
     pub(crate) fn with_values(mut self, values: Vec<(Tensor<B, 2>, Tensor<B, 1>)>) -> Self {
         for (layer, (w, b)) in self.layers.iter_mut().zip(values) {
@@ -119,11 +129,22 @@ impl<B: EmberBackend> Mlp<B> {
     /// The step's loss (and correct rows); with `metrics`, a regression's MAE and R² sums too
     /// (validation passes only: the training loop stays lean).
     fn step_output(&self, batch: MlpBatch<B>, metrics: bool) -> StepOutput<B> {
-        let rows = batch.inputs.dims()[0];
         let out = self.forward(batch.inputs);
+        self.head_output(out, batch.targets, metrics)
+    }
+
+    /// The step's figures from the network's outputs `out` (this MLP's, or the same MLP's
+    /// after a convolutional network's blocks).
+    pub(crate) fn head_output(
+        &self,
+        out: Tensor<B, 2>,
+        targets: Targets<B>,
+        metrics: bool,
+    ) -> StepOutput<B> {
+        let rows = out.dims()[0];
         // Class weights apply to the training loss only; validation stays unweighted (Keras).
         let weights = self.head.class_weights.as_deref().filter(|_| !metrics);
-        match batch.targets {
+        match targets {
             Targets::Classes(labels) => {
                 let predicted = out.clone().argmax(1).squeeze_dim(1);
                 let correct = count_correct(predicted, labels.clone());
@@ -335,6 +356,13 @@ impl<B: EmberBackend> EmberModel<B> for Mlp<B> {
     }
 
     fn network(&self) -> crate::onnx::Network {
+        crate::onnx::Network::Mlp(self.mlp_net())
+    }
+}
+
+impl<B: EmberBackend> Mlp<B> {
+    /// The layers' weights on the host and the head, for ONNX export.
+    pub(crate) fn mlp_net(&self) -> crate::onnx::MlpNet {
         let host = |t: Tensor<B, 2>| -> Vec<f32> { rows_of(t).concat() };
         let layers = self
             .layers
@@ -350,7 +378,7 @@ impl<B: EmberBackend> EmberModel<B> for Mlp<B> {
                 }
             })
             .collect();
-        crate::onnx::Network::Mlp {
+        crate::onnx::MlpNet {
             layers,
             activation: self.head.activation,
             task: self.head.task,
@@ -393,7 +421,7 @@ fn probability_column(name: &str) -> String {
 
 impl<B: EmberBackend> Mlp<B> {
     /// CSV cells for a chunk of outputs.
-    fn predicted_rows(&self, out: Tensor<B, 2>) -> Vec<Vec<String>> {
+    pub(crate) fn predicted_rows(&self, out: Tensor<B, 2>) -> Vec<Vec<String>> {
         let names = &self.head.names;
         match self.head.task {
             Task::Classification => rows_of(softmax(out, 1))

@@ -1,7 +1,8 @@
-//! The two models, one file each (the general MLP, and linear-scalar's own), and what they
-//! share: the step output whose statistics stay on the device, and weight initialisation drawn
+//! The models, one file each (the general MLP, a convolutional network before that MLP, and
+//! linear-scalar's own), and what they share: the step output whose statistics stay on the device, and weight initialisation drawn
 //! on the host.
 
+pub mod cnn;
 pub mod linear_scalar;
 pub mod mlp;
 pub mod weighting;
@@ -321,15 +322,8 @@ pub fn init_linear<B: Backend>(
     rng: &mut Mt64,
     device: &B::Device,
 ) -> Linear<B> {
-    let bound = match init {
-        Init::Torch => 1.0 / (fan_in as f64).sqrt(),
-        Init::Keras => (6.0 / (fan_in + fan_out) as f64).sqrt(),
-    };
-    let mut draw = |n: usize| -> Vec<f32> {
-        (0..n)
-            .map(|_| ((2.0 * crate::rng::uniform(rng) - 1.0) * bound) as f32)
-            .collect()
-    };
+    let bound = init_bound(init, fan_in, fan_out);
+    let mut draw = |n: usize| draw_uniform(n, bound, rng);
     let weight = draw(fan_in * fan_out);
     let bias = bias.then(|| match init {
         Init::Torch => draw(fan_out),
@@ -339,6 +333,22 @@ pub fn init_linear<B: Backend>(
         weight: param(TensorData::new(weight, [fan_in, fan_out]), rng, device),
         bias: bias.map(|b| param(TensorData::new(b, [fan_out]), rng, device)),
     }
+}
+
+/// The bound `b` of initial weights drawn from uniform(-b, b): PyTorch's `1/sqrt(fan_in)`
+/// (`nn.Linear`, `nn.Conv2d`), or Keras' Glorot `sqrt(6 / (fan_in + fan_out))`.
+pub fn init_bound(init: Init, fan_in: usize, fan_out: usize) -> f64 {
+    match init {
+        Init::Torch => 1.0 / (fan_in as f64).sqrt(),
+        Init::Keras => (6.0 / (fan_in + fan_out) as f64).sqrt(),
+    }
+}
+
+/// `n` values from uniform(-bound, bound), drawn in order from `rng`.
+pub fn draw_uniform(n: usize, bound: f64, rng: &mut Mt64) -> Vec<f32> {
+    (0..n)
+        .map(|_| ((2.0 * crate::rng::uniform(rng) - 1.0) * bound) as f32)
+        .collect()
 }
 
 /// A parameter whose id comes from the seeded generator too: Burn's ids are random, and they
@@ -409,6 +419,7 @@ pub trait WithModel<B: TrainBackend> {
 pub fn for_model<B: TrainBackend, T: WithModel<B>>(kind: ModelKind, task: T) -> T::Output {
     match kind {
         ModelKind::Mlp => task.run::<mlp::Mlp<B>>(),
+        ModelKind::Cnn => task.run::<cnn::Cnn<B>>(),
         ModelKind::LinearScalar => task.run::<linear_scalar::LinearScalar<B>>(),
     }
 }

@@ -16,6 +16,7 @@ pub struct Graph {
 
 /// One node attribute.
 pub enum Attr<'a> {
+    Float(&'a str, f32),
     Int(&'a str, i64),
     Str(&'a str, &'a str),
     Ints(&'a str, Vec<i64>),
@@ -26,6 +27,7 @@ impl Attr<'_> {
     fn proto(self) -> AttributeProto {
         let mut a = AttributeProto::default();
         match self {
+            Attr::Float(n, v) => (a.name, a.f, a.r#type) = (n.into(), v, attr::FLOAT),
             Attr::Int(n, v) => (a.name, a.i, a.r#type) = (n.into(), v, attr::INT),
             Attr::Str(n, v) => (a.name, a.s, a.r#type) = (n.into(), v.into(), attr::STRING),
             Attr::Ints(n, v) => (a.name, a.ints, a.r#type) = (n.into(), v, attr::INTS),

@@ -13,7 +13,7 @@ mod inputs;
 mod network;
 pub mod proto;
 
-use crate::config::{Activation, JobConfig, Task};
+use crate::config::{Activation, JobConfig, Pooling, Task};
 use crate::error::{EmberError, Result};
 use prost::Message;
 use proto::{GraphProto, ModelProto, OperatorSetIdProto, StringStringEntryProto};
@@ -36,18 +36,57 @@ pub struct Layer {
     pub bias: Vec<f32>,
 }
 
+/// An MLP's layers and what its head does.
+#[derive(Debug, Clone)]
+pub struct MlpNet {
+    pub layers: Vec<Layer>,
+    pub activation: Activation,
+    pub task: Task,
+    /// Class names, or target columns.
+    pub names: Vec<String>,
+}
+
+/// One convolution block on the host: `weight` `[outputs, inputs, kernel, kernel]` (PyTorch's
+/// and Burn's layout), then batch norm, the activation and a max-pool of `pool` (1: none).
+#[derive(Debug, Clone)]
+pub struct ConvLayer {
+    pub inputs: usize,
+    pub outputs: usize,
+    pub kernel: usize,
+    pub stride: usize,
+    pub padding: usize,
+    pub pool: usize,
+    pub weight: Vec<f32>,
+    pub bias: Vec<f32>,
+    pub norm: Option<Norm>,
+}
+
+/// A batch norm's learned scale and shift and its running statistics.
+#[derive(Debug, Clone)]
+pub struct Norm {
+    pub scale: Vec<f32>,
+    pub shift: Vec<f32>,
+    pub mean: Vec<f32>,
+    pub var: Vec<f32>,
+    pub epsilon: f64,
+}
+
 /// A trained network's weights and what its head does, read off the model for export.
 #[derive(Debug, Clone)]
 pub enum Network {
-    Mlp {
-        layers: Vec<Layer>,
-        activation: Activation,
-        task: Task,
-        /// Class names, or target columns.
-        names: Vec<String>,
+    Mlp(MlpNet),
+    /// Convolution blocks on `[channels, height, width]` images, pooled, then an MLP.
+    Cnn {
+        image: [usize; 3],
+        blocks: Vec<ConvLayer>,
+        pooling: Pooling,
+        mlp: MlpNet,
     },
     /// linear-scalar: `x @ weight + p * f`.
-    LinearScalar { weight: Vec<f32>, p: f32 },
+    LinearScalar {
+        weight: Vec<f32>,
+        p: f32,
+    },
 }
 
 /// The ONNX model of `net` trained by the run of `config` (its resolved config).

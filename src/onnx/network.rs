@@ -6,8 +6,8 @@
 use super::graph::{Attr, Graph, ML};
 use super::inputs::{Dim, Inputs, value_info};
 use super::proto::{ValueInfoProto, elem};
-use super::{Layer, Network};
-use crate::config::{Activation, Task};
+use super::{ConvLayer, Layer, MlpNet, Network};
+use crate::config::{Activation, Pooling, Task};
 
 /// Wires `net` after `inputs`; returns the graph's outputs.
 pub fn build(
@@ -17,14 +17,16 @@ pub fn build(
     target: Option<(f64, f64)>,
 ) -> Vec<ValueInfoProto> {
     match net {
-        Network::Mlp {
-            layers,
-            activation,
-            task,
-            names,
+        Network::Mlp(m) => mlp_and_head(g, m, &inputs.features, target),
+        Network::Cnn {
+            image,
+            blocks,
+            pooling,
+            mlp,
         } => {
-            let out = mlp(g, layers, *activation, &inputs.features);
-            head(g, &out, *task, names, target)
+            let maps = images(g, &inputs.features, *image);
+            let features = convolutions(g, &maps, blocks, *pooling, mlp.activation);
+            mlp_and_head(g, mlp, &features, target)
         }
         Network::LinearScalar { weight, p } => {
             let w = g.floats("w", &[weight.len(), 1], weight);
@@ -39,6 +41,84 @@ pub fn build(
             vec![values(g, &out, 1, target)]
         }
     }
+}
+
+fn mlp_and_head(
+    g: &mut Graph,
+    m: &MlpNet,
+    x: &str,
+    target: Option<(f64, f64)>,
+) -> Vec<ValueInfoProto> {
+    let out = mlp(g, &m.layers, m.activation, x);
+    head(g, &out, m.task, &m.names, target)
+}
+
+/// The flat rows `x` (pixels row by row, channels interleaved) as `[n, channels, height,
+/// width]` maps.
+fn images(g: &mut Graph, x: &str, [c, h, w]: [usize; 3]) -> String {
+    let dims = |d: &[usize]| {
+        std::iter::once(-1)
+            .chain(d.iter().map(|&v| v as i64))
+            .collect::<Vec<_>>()
+    };
+    if c == 1 {
+        let shape = g.int64s("shape", &[4], &dims(&[1, h, w]));
+        return g.bin("Reshape", x, &shape);
+    }
+    let shape = g.int64s("shape", &[4], &dims(&[h, w, c]));
+    let hwc = g.bin("Reshape", x, &shape);
+    g.op(
+        "Transpose",
+        &[&hwc],
+        vec![Attr::Ints("perm", vec![0, 3, 1, 2])],
+    )
+}
+
+/// The blocks (conv, batch norm, activation, max-pool), then the pooling into rows.
+fn convolutions(
+    g: &mut Graph,
+    maps: &str,
+    blocks: &[ConvLayer],
+    pooling: Pooling,
+    activation: Activation,
+) -> String {
+    let mut x = maps.to_string();
+    for b in blocks {
+        let k = b.kernel as i64;
+        let w = g.floats(
+            "conv_weight",
+            &[b.outputs, b.inputs, b.kernel, b.kernel],
+            &b.weight,
+        );
+        let bias = g.floats("conv_bias", &[b.outputs], &b.bias);
+        let (s, p) = (b.stride as i64, b.padding as i64);
+        let attrs = vec![
+            Attr::Ints("kernel_shape", vec![k, k]),
+            Attr::Ints("strides", vec![s, s]),
+            Attr::Ints("pads", vec![p, p, p, p]),
+        ];
+        x = g.op("Conv", &[&x, &w, &bias], attrs);
+        if let Some(n) = &b.norm {
+            let c = [b.outputs];
+            let parts = [&n.scale, &n.shift, &n.mean, &n.var].map(|v| g.floats("norm", &c, v));
+            let inputs = [x.as_str(), &parts[0], &parts[1], &parts[2], &parts[3]];
+            let epsilon = vec![Attr::Float("epsilon", n.epsilon as f32)];
+            x = g.op("BatchNormalization", &inputs, epsilon);
+        }
+        x = activate(g, &x, activation);
+        if b.pool > 1 {
+            let p = b.pool as i64;
+            let attrs = vec![
+                Attr::Ints("kernel_shape", vec![p, p]),
+                Attr::Ints("strides", vec![p, p]),
+            ];
+            x = g.op("MaxPool", &[&x], attrs);
+        }
+    }
+    if pooling == Pooling::Average {
+        x = g.op("GlobalAveragePool", &[&x], vec![]);
+    }
+    g.op("Flatten", &[&x], vec![Attr::Int("axis", 1)])
 }
 
 /// The layers: activation after each but the last.

@@ -14,6 +14,7 @@ pub mod elem {
 
 /// `AttributeProto.AttributeType` values ember uses.
 pub mod attr {
+    pub const FLOAT: i32 = 1;
     pub const INT: i32 = 2;
     pub const STRING: i32 = 3;
     pub const INTS: i32 = 7;
@@ -94,6 +95,8 @@ pub struct NodeProto {
 pub struct AttributeProto {
     #[prost(string, tag = "1")]
     pub name: String,
+    #[prost(float, tag = "2")]
+    pub f: f32,
     #[prost(int64, tag = "3")]
     pub i: i64,
     #[prost(bytes = "vec", tag = "4")]

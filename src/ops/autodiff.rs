@@ -6,6 +6,7 @@ use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, unary};
+use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::FloatTensor;
 
 impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
@@ -149,6 +150,72 @@ impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
             }
             OpsKind::UnTracked(prep) => prep.finish(B::bce_logits_replicas(z, y)),
         }
+    }
+
+    fn batch_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        /// Keeps the input, gamma and the batch's statistics; the backward computes the three
+        /// gradients in one call of the inner backend.
+        #[derive(Debug)]
+        struct BatchNormBackward;
+
+        impl<B: EmberBackend> Backward<B, 3> for BatchNormBackward {
+            #[allow(clippy::type_complexity)]
+            type State = (
+                B::FloatTensorPrimitive,
+                B::FloatTensorPrimitive,
+                B::FloatTensorPrimitive,
+                B::FloatTensorPrimitive,
+                f64,
+            );
+
+            fn backward(
+                self,
+                ops: Ops<Self::State, 3>,
+                grads: &mut Gradients,
+                _: &mut Checkpointer,
+            ) {
+                let [node_x, node_gamma, node_beta] = ops.parents;
+                let grad = grads.consume::<B>(&ops.node);
+                let (x, gamma, mean, var, epsilon) = ops.state;
+                let (dx, dgamma, dbeta) =
+                    B::batch_norm_backward(x, gamma, mean, var, epsilon, grad);
+                for (node, g) in [(node_x, dx), (node_gamma, dgamma), (node_beta, dbeta)] {
+                    if let Some(node) = node {
+                        grads.register::<B>(node.id, g);
+                    }
+                }
+            }
+        }
+
+        let (y, mean, var) = B::batch_norm(
+            x.primitive.clone(),
+            gamma.primitive.clone(),
+            beta.primitive,
+            epsilon,
+        );
+        let y = match BatchNormBackward
+            .prepare::<C>([x.node.clone(), gamma.node.clone(), beta.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let state = (
+                    x.primitive,
+                    gamma.primitive,
+                    mean.clone(),
+                    var.clone(),
+                    epsilon,
+                );
+                prep.finish(state, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        };
+        (y, Self::from_inner(mean), Self::from_inner(var))
     }
 
     fn tanh(x: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -14,6 +14,7 @@
 //! them with kernels of its own (`kernels.rs`), and `autodiff.rs` records their backward.
 
 mod autodiff;
+mod batch_norm;
 mod bce;
 pub mod dropout;
 pub mod kernels;
@@ -230,6 +231,40 @@ pub trait EmberBackend: Backend {
         bce_composed_backward::<Self>(logits, y, dloss)
     }
 
+    /// Batch normalisation in training of `x` `[n, c, s]` with `gamma` and `beta` `[c]`: the
+    /// output, and the batch's mean and biased variance `[c]` (for the running statistics).
+    fn batch_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        batch_norm_composed::<Self>(x, gamma, beta, epsilon)
+    }
+
+    /// The gradients `(dx, dgamma, dbeta)` of [`EmberBackend::batch_norm`], given its input,
+    /// `gamma`, the batch's mean and variance, and the output's gradient.
+    fn batch_norm_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        var: FloatTensor<Self>,
+        epsilon: f64,
+        grad: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        batch_norm_backward_composed::<Self>(x, gamma, mean, var, epsilon, grad)
+    }
+
+    /// `x · scale + shift` per channel of `x` `[n, c, s]`, `scale` and `shift` `[c]`: batch
+    /// norm at inference, with the running statistics folded in.
+    fn channel_affine(
+        x: FloatTensor<Self>,
+        scale: FloatTensor<Self>,
+        shift: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        channel_affine_composed::<Self>(x, scale, shift)
+    }
+
     /// Element-wise hyperbolic tangent.
     fn tanh(x: FloatTensor<Self>) -> FloatTensor<Self> {
         Self::float_tanh(x)
@@ -263,6 +298,79 @@ pub trait EmberBackend: Backend {
         let x = Self::float_mul(x, mask);
         Self::float_mul_scalar(x, (1.0 / (1.0 - p)).into())
     }
+}
+
+/// [`EmberBackend::batch_norm`] in Burn's operations (what CUDA and wgpu run).
+fn batch_norm_composed<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: FloatTensor<B>,
+    epsilon: f64,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let [n, c, s] = x.shape().dims();
+    let count = (n * s) as f32;
+    let per_channel = |t: FloatTensor<B>| B::float_reshape(t, Shape::new([1, c, 1]));
+    let channel_mean = |t: FloatTensor<B>| {
+        let sum = B::float_sum_dim(B::float_sum_dim(t, 2), 0);
+        B::float_div_scalar(sum, count.into())
+    };
+    let mean = channel_mean(x.clone());
+    let centred = B::float_sub(x, mean.clone());
+    let var = channel_mean(B::float_mul(centred.clone(), centred.clone()));
+    let inv = B::float_recip(B::float_sqrt(B::float_add_scalar(
+        var.clone(),
+        (epsilon as f32).into(),
+    )));
+    let scaled = B::float_mul(B::float_mul(centred, inv), per_channel(gamma));
+    let y = B::float_add(scaled, per_channel(beta));
+    let vector = |t: FloatTensor<B>| B::float_reshape(t, Shape::new([c]));
+    (y, vector(mean), vector(var))
+}
+
+/// [`EmberBackend::batch_norm_backward`] in Burn's operations.
+fn batch_norm_backward_composed<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    mean: FloatTensor<B>,
+    var: FloatTensor<B>,
+    epsilon: f64,
+    grad: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let [n, c, s] = x.shape().dims();
+    let count = (n * s) as f32;
+    let per_channel = |t: FloatTensor<B>| B::float_reshape(t, Shape::new([1, c, 1]));
+    let channel_sum = |t: FloatTensor<B>| {
+        let sum = B::float_sum_dim(B::float_sum_dim(t, 2), 0);
+        B::float_reshape(sum, Shape::new([c]))
+    };
+    let inv = B::float_recip(B::float_sqrt(B::float_add_scalar(
+        var,
+        (epsilon as f32).into(),
+    )));
+    let centred = B::float_sub(x, per_channel(mean));
+    let xhat = B::float_mul(centred, per_channel(inv.clone()));
+    let dbeta = channel_sum(grad.clone());
+    let dgamma = channel_sum(B::float_mul(grad.clone(), xhat.clone()));
+    let inner = B::float_sub(
+        B::float_sub(
+            B::float_mul_scalar(grad, count.into()),
+            per_channel(dbeta.clone()),
+        ),
+        B::float_mul(xhat, per_channel(dgamma.clone())),
+    );
+    let factor = B::float_div_scalar(B::float_mul(gamma, inv), count.into());
+    (B::float_mul(inner, per_channel(factor)), dgamma, dbeta)
+}
+
+/// [`EmberBackend::channel_affine`] in Burn's operations.
+fn channel_affine_composed<B: Backend>(
+    x: FloatTensor<B>,
+    scale: FloatTensor<B>,
+    shift: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let c = scale.shape()[0];
+    let per_channel = |t: FloatTensor<B>| B::float_reshape(t, Shape::new([1, c, 1]));
+    B::float_add(B::float_mul(x, per_channel(scale)), per_channel(shift))
 }
 
 /// The replica count of a stacked `[K, k, n]` weight; `None` for a plain `[k, n]` one.
@@ -431,6 +539,42 @@ pub fn bce_logits_replicas<B: EmberBackend>(logits: Tensor<B, 3>, y: Tensor<B, 3
     )))
 }
 
+/// Batch normalisation in training of `[n, c, s]` maps through ember's backend extension: the
+/// output, and the batch's mean and biased variance `[c]` (constants: no gradient flows back
+/// through them).
+pub fn batch_norm<B: EmberBackend>(
+    x: Tensor<B, 3>,
+    gamma: Tensor<B, 1>,
+    beta: Tensor<B, 1>,
+    epsilon: f64,
+) -> (Tensor<B, 3>, Tensor<B, 1>, Tensor<B, 1>) {
+    let (y, mean, var) = B::batch_norm(
+        x.into_primitive().tensor(),
+        gamma.into_primitive().tensor(),
+        beta.into_primitive().tensor(),
+        epsilon,
+    );
+    let float = |t| TensorPrimitive::Float(t);
+    (
+        Tensor::from_primitive(float(y)),
+        Tensor::from_primitive(float(mean)),
+        Tensor::from_primitive(float(var)),
+    )
+}
+
+/// `x · scale + shift` per channel of `[n, c, s]` maps, through ember's backend extension.
+pub fn channel_affine<B: EmberBackend>(
+    x: Tensor<B, 3>,
+    scale: Tensor<B, 1>,
+    shift: Tensor<B, 1>,
+) -> Tensor<B, 3> {
+    Tensor::from_primitive(TensorPrimitive::Float(B::channel_affine(
+        x.into_primitive().tensor(),
+        scale.into_primitive().tensor(),
+        shift.into_primitive().tensor(),
+    )))
+}
+
 /// Element-wise tanh through ember's backend extension.
 pub fn tanh<B: EmberBackend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
     Tensor::from_primitive(TensorPrimitive::Float(B::tanh(x.into_primitive().tensor())))
@@ -511,6 +655,34 @@ impl EmberBackend for Flex {
         dloss: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
         bce::backward(logits, y, dloss)
+    }
+
+    fn batch_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        batch_norm::forward(x, gamma, beta, epsilon)
+    }
+
+    fn batch_norm_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        var: FloatTensor<Self>,
+        epsilon: f64,
+        grad: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        batch_norm::backward(x, gamma, mean, var, epsilon, grad)
+    }
+
+    fn channel_affine(
+        x: FloatTensor<Self>,
+        scale: FloatTensor<Self>,
+        shift: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        batch_norm::channel_affine(x, scale, shift)
     }
 
     fn tanh(x: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -929,5 +1101,61 @@ mod tests {
             let db = b.grad(&gb).unwrap().into_data();
             da.assert_approx_eq::<f32>(&db, Tolerance::absolute(1e-6));
         }
+    }
+
+    /// The CPU kernels of batch norm against the composition of Burn's operations that CUDA
+    /// and wgpu run: forward, the statistics, the three gradients and the inference form.
+    #[test]
+    fn batch_norm_kernels_match_the_composition() {
+        let device = Default::default();
+        let f = |t: Tensor<Flex, 3>| t.into_primitive().tensor();
+        let v = |t: Tensor<Flex, 1>| t.into_primitive().tensor();
+        let back3 = |t| Tensor::<Flex, 3>::from_primitive(TensorPrimitive::Float(t));
+        let back1 = |t| Tensor::<Flex, 1>::from_primitive(TensorPrimitive::Float(t));
+        let tol = Tolerance::<f32>::absolute(2e-5);
+        let x = Tensor::<Flex, 3>::random([5, 3, 7], Distribution::Normal(1.5, 3.0), &device);
+        let gamma = Tensor::<Flex, 1>::random([3], Distribution::Uniform(0.5, 2.0), &device);
+        let beta = Tensor::<Flex, 1>::random([3], Distribution::Uniform(-1.0, 1.0), &device);
+        let grad = Tensor::<Flex, 3>::random([5, 3, 7], Distribution::Default, &device);
+        let ours = Flex::batch_norm(f(x.clone()), v(gamma.clone()), v(beta.clone()), 1e-5);
+        let theirs =
+            batch_norm_composed::<Flex>(f(x.clone()), v(gamma.clone()), v(beta.clone()), 1e-5);
+        back3(ours.0)
+            .into_data()
+            .assert_approx_eq(&back3(theirs.0).into_data(), tol);
+        back1(ours.1.clone())
+            .into_data()
+            .assert_approx_eq(&back1(theirs.1).into_data(), tol);
+        back1(ours.2.clone())
+            .into_data()
+            .assert_approx_eq(&back1(theirs.2).into_data(), tol);
+        let (mean, var) = (back1(ours.1), back1(ours.2));
+        let args = || {
+            (
+                f(x.clone()),
+                v(gamma.clone()),
+                v(mean.clone()),
+                v(var.clone()),
+            )
+        };
+        let (a, b, c, d) = args();
+        let ours = Flex::batch_norm_backward(a, b, c, d, 1e-5, f(grad.clone()));
+        let (a, b, c, d) = args();
+        let theirs = batch_norm_backward_composed::<Flex>(a, b, c, d, 1e-5, f(grad.clone()));
+        let tol = Tolerance::<f32>::absolute(1e-4);
+        back3(ours.0)
+            .into_data()
+            .assert_approx_eq(&back3(theirs.0).into_data(), tol);
+        back1(ours.1)
+            .into_data()
+            .assert_approx_eq(&back1(theirs.1).into_data(), tol);
+        back1(ours.2)
+            .into_data()
+            .assert_approx_eq(&back1(theirs.2).into_data(), tol);
+        let ours = Flex::channel_affine(f(x.clone()), v(gamma.clone()), v(beta.clone()));
+        let theirs = channel_affine_composed::<Flex>(f(x), v(gamma), v(beta));
+        back3(ours)
+            .into_data()
+            .assert_approx_eq(&back3(theirs).into_data(), tol);
     }
 }

@@ -10,7 +10,7 @@ pub mod model;
 pub mod strategy;
 pub mod unit;
 
-use crate::config::{JobConfig, OptimizerSpec, ScheduleSpec};
+use crate::config::{JobConfig, ModelKind, OptimizerSpec, ScheduleSpec};
 
 /// Why the trials of `configs` cannot train as replicas of one model, or `None` when they can.
 pub fn why_not(configs: &[JobConfig]) -> Option<String> {
@@ -19,6 +19,9 @@ pub fn why_not(configs: &[JobConfig]) -> Option<String> {
     };
     if configs.len() < 2 {
         return Some("a single trial".into());
+    }
+    if first.model.kind == ModelKind::Cnn {
+        return Some("replicas are MLPs; a convolutional network trains one per process".into());
     }
     if first.model.dropout > 0.0 {
         // One draw of masks for all replicas would not be each single run's masks.

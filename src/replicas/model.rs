@@ -133,6 +133,7 @@ impl<B: EmberBackend> ReplicaMlp<B> {
         let (layers, scalar) = match spec.kind {
             ModelKind::Mlp => (mlp_layers(configs, device), None),
             ModelKind::LinearScalar => (Vec::new(), Some(ReplicaScalar::new(configs, device))),
+            ModelKind::Cnn => unreachable!("replicas::why_not keeps convolutional networks out"),
         };
         Self {
             layers,

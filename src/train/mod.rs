@@ -16,7 +16,7 @@ pub mod schedule;
 pub mod signals;
 pub mod strategy;
 
-use crate::config::{self, ClassWeight, DataSpec, JobConfig};
+use crate::config::{self, ClassWeight, DataSpec, JobConfig, ModelKind};
 use crate::console::Console;
 use crate::data::columns::ColumnKind;
 use crate::data::{self, HostData, Labels};
@@ -318,7 +318,32 @@ pub(crate) fn resolve_from_data(config: &mut JobConfig, data: &HostData) -> Resu
             _ => *known = Some(found),
         }
     }
+    if config.model.kind == ModelKind::Cnn {
+        resolve_image(config, data)?;
+    }
     resolve_class_weights(config, &data.train.labels)
+}
+
+/// A convolutional network's input `[channels, height, width]` from the data, checked against
+/// what the config said and against what its blocks can take.
+fn resolve_image(config: &mut JobConfig, data: &HostData) -> Result<()> {
+    let channels = match &config.data {
+        DataSpec::Images(i) => i.channels.count(),
+        _ => 1,
+    };
+    let [h, w] = data
+        .image_size
+        .expect("the image sources (the only ones a model.conv job accepts) give a size");
+    let found = [channels, h, w];
+    match config.model.image {
+        Some(known) if known != found => {
+            return Err(input_err!(
+                "model.image = {known:?}, but the data gives {found:?} ([channels, height, width])"
+            ));
+        }
+        _ => config.model.image = Some(found),
+    }
+    config::conv::feature_shape(found, &config.model.conv).map(|_| ())
 }
 
 /// Each class's loss weight from `class_weight` and the training labels, unless the config

@@ -1,0 +1,401 @@
+//! The convolutional network: `[[model.conv]]` blocks (a convolution, an optional batch norm,
+//! the model's activation, an optional max-pool) on the image rows, then `model.pooling`
+//! (flatten, or each channel's mean), then the general MLP as its head. Rows arrive as ember's
+//! image sources give them (pixels row by row, channels interleaved) and become `[n, channels,
+//! height, width]` maps on the device, so batches, the loader, checkpoints and predictions are
+//! the MLP's.
+//!
+//! Batch norm follows PyTorch's `BatchNorm2d` defaults (momentum 0.1, epsilon 1e-5); Burn's
+//! module keeps the biased batch variance in its running average where PyTorch keeps the
+//! unbiased one. Its running statistics are module state: saved in checkpoints and model files,
+//! and used (in place of the batch's) by validation, `eval` and `predict`.
+
+use super::mlp::{Mlp, MlpBatch};
+use super::{
+    EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, draw_uniform, init_bound,
+    matrix_rows, param, rows_of, train_output,
+};
+use crate::config::conv::{feature_shape, head_inputs};
+use crate::config::{Activation, ConvSpec, Init, JobConfig, Pooling};
+use crate::data::HostSplit;
+use crate::device::TrainBackend;
+use crate::ops::{self, EmberBackend};
+use burn::module::{ParamId, RunningState};
+use burn::nn::conv::Conv2d;
+use burn::nn::{BatchNorm, PaddingConfig2d};
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use burn::tensor::activation::{gelu, relu, sigmoid, tanh};
+use burn::tensor::module::max_pool2d;
+use burn::train::{InferenceStep, TrainOutput, TrainStep};
+use rand_mt::Mt64;
+
+/// PyTorch's `BatchNorm2d` defaults.
+const NORM_MOMENTUM: f64 = 0.1;
+const NORM_EPSILON: f64 = 1e-5;
+
+/// One block: conv, [batch norm], activation, [max-pool of `pool`, 1 for none].
+#[derive(Module, Debug)]
+pub struct ConvBlock<B: Backend> {
+    conv: Conv2d<B>,
+    norm: Option<BatchNorm<B>>,
+    pool: usize,
+}
+
+/// How the network reads its rows, which the layers do not hold.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    /// `[channels, height, width]` of an input image.
+    pub image: [usize; 3],
+    pub pooling: Pooling,
+    pub activation: Activation,
+}
+
+#[derive(Module, Debug)]
+pub struct Cnn<B: Backend> {
+    blocks: Vec<ConvBlock<B>>,
+    mlp: Mlp<B>,
+    #[module(skip)]
+    shape: Shape,
+}
+
+impl<B: Backend> ConvBlock<B> {
+    /// A block on `inputs` channels with weights drawn from `rng`: PyTorch's `nn.Conv2d`
+    /// bounds, or Keras' Glorot over `channels × kernel²` fans with zero biases.
+    fn new(inputs: usize, spec: ConvSpec, init: Init, rng: &mut Mt64, device: &B::Device) -> Self {
+        let (k, out) = (spec.kernel, spec.channels);
+        let bound = init_bound(init, inputs * k * k, out * k * k);
+        let weight = draw_uniform(out * inputs * k * k, bound, rng);
+        let bias = match init {
+            Init::Torch => draw_uniform(out, bound, rng),
+            Init::Keras => vec![0.0; out],
+        };
+        let p = spec.padding;
+        let conv = Conv2d {
+            weight: param(TensorData::new(weight, [out, inputs, k, k]), rng, device),
+            bias: Some(param(TensorData::new(bias, [out]), rng, device)),
+            stride: [spec.stride; 2],
+            kernel_size: [k; 2],
+            dilation: [1, 1],
+            groups: 1,
+            padding: PaddingConfig2d::Explicit(p, p, p, p),
+        };
+        let norm = spec.batch_norm.then(|| batch_norm(out, rng, device));
+        Self {
+            conv,
+            norm,
+            pool: spec.pool,
+        }
+    }
+
+    fn forward(&self, x: Tensor<B, 4>, activation: Activation) -> Tensor<B, 4>
+    where
+        B: EmberBackend,
+    {
+        let mut x = self.conv.forward(x);
+        if let Some(norm) = &self.norm {
+            x = normalize(norm, x);
+        }
+        x = activate(x, activation);
+        if self.pool > 1 {
+            let p = [self.pool; 2];
+            x = max_pool2d(x, p, p, [0, 0], [1, 1], false);
+        }
+        x
+    }
+}
+
+/// A batch norm over `channels` at its identity (scale 1, shift 0, running mean 0 and
+/// variance 1), its ids drawn from `rng` like every parameter's.
+fn batch_norm<B: Backend>(channels: usize, rng: &mut Mt64, device: &B::Device) -> BatchNorm<B> {
+    let fill = |v: f32| TensorData::new(vec![v; channels], [channels]);
+    let mut state = |v: f32| {
+        let id = ParamId::from(rng.next_u64());
+        RunningState::with_id(id, Tensor::from_data(fill(v), device))
+    };
+    let (running_mean, running_var) = (state(0.0), state(1.0));
+    BatchNorm {
+        gamma: param(fill(1.0), rng, device),
+        beta: param(fill(0.0), rng, device),
+        running_mean,
+        running_var,
+        momentum: NORM_MOMENTUM,
+        epsilon: NORM_EPSILON,
+    }
+}
+
+/// Burn's `BatchNorm` forward through ember's own operation (`ops::batch_norm`): Burn's
+/// composition is a dozen broadcast operations, and on the CPU backend those strided walks took
+/// most of a training step. Training normalises by the batch's mean and biased variance and
+/// moves the running statistics by the momentum, as Burn's does; inference uses the running
+/// statistics, folded into one multiply-add per value.
+fn normalize<B: EmberBackend>(norm: &BatchNorm<B>, x: Tensor<B, 4>) -> Tensor<B, 4> {
+    let [n, c, h, w] = x.dims();
+    let x = x.reshape([n, c, h * w]);
+    let y = if B::ad_enabled(&x.device()) {
+        let (y, mean, var) = ops::batch_norm(x, norm.gamma.val(), norm.beta.val(), norm.epsilon);
+        let m = norm.momentum;
+        for (state, batch) in [(&norm.running_mean, mean), (&norm.running_var, var)] {
+            let kept = state.value_sync().mul_scalar(1.0 - m);
+            state.update(kept.add(batch.mul_scalar(m)).detach());
+        }
+        y
+    } else {
+        let device = x.device();
+        let mean = norm.running_mean.value().to_device(&device);
+        let var = norm.running_var.value().to_device(&device);
+        let scale = norm.gamma.val() / var.add_scalar(norm.epsilon).sqrt();
+        let shift = norm.beta.val() - mean * scale.clone();
+        ops::channel_affine(x, scale, shift)
+    };
+    y.reshape([n, c, h, w])
+}
+
+fn activate<B: Backend>(x: Tensor<B, 4>, activation: Activation) -> Tensor<B, 4> {
+    match activation {
+        Activation::Relu => relu(x),
+        Activation::Tanh => tanh(x),
+        Activation::Gelu => gelu(x),
+        Activation::Sigmoid => sigmoid(x),
+        Activation::Identity => x,
+    }
+}
+
+impl<B: EmberBackend> Cnn<B> {
+    /// The network of `config` (its image shape resolved from the data) with `outputs`
+    /// outputs. The blocks draw their weights from their own stream; the head draws as an MLP
+    /// of the same widths would.
+    pub fn new(config: &JobConfig, outputs: usize, device: &B::Device) -> Self {
+        let spec = &config.model;
+        let image = spec
+            .image
+            .expect("the image shape is resolved from the data before a model is built");
+        let features = feature_shape(image, &spec.conv)
+            .expect("the blocks were checked against the image shape when it was resolved");
+        let mut rng = crate::rng::stream(config.seed, "init", 1);
+        let mut channels = image[0];
+        let blocks = (spec.conv.iter())
+            .map(|b| {
+                let block = ConvBlock::new(channels, *b, spec.init, &mut rng, device);
+                channels = b.channels;
+                block
+            })
+            .collect();
+        let inputs = head_inputs(features, spec.pooling);
+        Self {
+            blocks,
+            mlp: Mlp::new(config, inputs, outputs, device),
+            shape: Shape {
+                image,
+                pooling: spec.pooling,
+                activation: spec.activation,
+            },
+        }
+    }
+
+    /// Outputs `[n, outputs]` of image rows `[n, height × width × channels]`.
+    pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let n = x.dims()[0];
+        let [c, h, w] = self.shape.image;
+        let mut maps: Tensor<B, 4> = if c == 1 {
+            x.reshape([n, 1, h, w])
+        } else {
+            x.reshape([n, h, w, c]).permute([0, 3, 1, 2])
+        };
+        for block in &self.blocks {
+            maps = block.forward(maps, self.shape.activation);
+        }
+        let features = match self.shape.pooling {
+            Pooling::Flatten => maps.flatten(1, 3),
+            Pooling::Average => maps.mean_dim(3).mean_dim(2).flatten(1, 3),
+        };
+        self.mlp.forward(features)
+    }
+
+    fn step_output(&self, batch: MlpBatch<B>, metrics: bool) -> StepOutput<B> {
+        let out = self.forward(batch.inputs);
+        self.mlp.head_output(out, batch.targets, metrics)
+    }
+}
+
+impl<B: EmberBackend> TorchNames for Cnn<B> {
+    /// The modules of one `nn.Sequential` named `net`, in order: per block `Conv2d`,
+    /// [`BatchNorm2d`], the activation, [`MaxPool2d`]; `Flatten` (or `AdaptiveAvgPool2d(1)`
+    /// then `Flatten`); then the head's `Linear`, activation, [`Dropout`] per hidden layer.
+    fn torch_names(&self) -> Vec<(String, String)> {
+        let mut names = Vec::new();
+        let mut module = 0;
+        for (i, b) in self.blocks.iter().enumerate() {
+            names.push((format!("blocks.{i}.conv."), format!("net.{module}.")));
+            module += 1;
+            if b.norm.is_some() {
+                names.push((format!("blocks.{i}.norm."), format!("net.{module}.")));
+                module += 1;
+            }
+            module += 1 + usize::from(b.pool > 1);
+        }
+        module += match self.shape.pooling {
+            Pooling::Flatten => 1,
+            Pooling::Average => 2,
+        };
+        let stride = self.mlp.torch_stride();
+        for layer in 0..self.mlp.depth() {
+            let torch = format!("net.{}.", module + layer * stride);
+            names.push((format!("mlp.layers.{layer}."), torch));
+        }
+        names
+    }
+}
+
+impl<B: EmberBackend> EmberModel<B> for Cnn<B> {
+    type Batch = MlpBatch<B>;
+
+    fn init(config: &JobConfig, device: &B::Device) -> Self {
+        let outputs = config
+            .model
+            .outputs
+            .expect("the output width is resolved from the data before a model is built");
+        Self::new(config, outputs, device)
+    }
+
+    fn batch(split: &HostSplit, device: &B::Device) -> Self::Batch {
+        MlpBatch::from_host(split, device)
+    }
+
+    fn network(&self) -> crate::onnx::Network {
+        let host = |t: Tensor<B, 1>| -> Vec<f32> { rows_of(t.unsqueeze_dim::<2>(0)).concat() };
+        let blocks = (self.blocks.iter())
+            .map(|b| {
+                let [outputs, inputs, kernel, _] = b.conv.weight.dims();
+                let bias = b
+                    .conv
+                    .bias
+                    .as_ref()
+                    .expect("ember's convolutions have biases");
+                crate::onnx::ConvLayer {
+                    inputs,
+                    outputs,
+                    kernel,
+                    stride: b.conv.stride[0],
+                    padding: match b.conv.padding {
+                        PaddingConfig2d::Explicit(p, ..) => p,
+                        _ => unreachable!("ember's convolutions pad explicitly"),
+                    },
+                    pool: b.pool,
+                    weight: host(b.conv.weight.val().flatten(0, 3)),
+                    bias: host(bias.val()),
+                    norm: b.norm.as_ref().map(|n| crate::onnx::Norm {
+                        scale: host(n.gamma.val()),
+                        shift: host(n.beta.val()),
+                        mean: host(n.running_mean.value()),
+                        var: host(n.running_var.value()),
+                        epsilon: n.epsilon,
+                    }),
+                }
+            })
+            .collect();
+        crate::onnx::Network::Cnn {
+            image: self.shape.image,
+            blocks,
+            pooling: self.shape.pooling,
+            mlp: self.mlp.mlp_net(),
+        }
+    }
+}
+
+impl<B: EmberBackend> Predict<B> for Cnn<B> {
+    fn header(&self) -> Vec<String> {
+        self.mlp.header()
+    }
+
+    fn predict(&self, inputs: &HostSplit, device: &B::Device) -> Vec<Vec<String>> {
+        let mut out = Vec::with_capacity(inputs.rows());
+        for start in (0..inputs.rows()).step_by(PREDICT_CHUNK) {
+            let len = PREDICT_CHUNK.min(inputs.rows() - start);
+            let x = self.forward(matrix_rows::<B>(&inputs.features, start, len, device));
+            out.extend(self.mlp.predicted_rows(x));
+        }
+        out
+    }
+}
+
+impl<B: TrainBackend> TrainStep for Cnn<B> {
+    type Input = MlpBatch<B>;
+    type Output = StepOutput<B>;
+
+    fn step(&self, batch: MlpBatch<B>) -> TrainOutput<StepOutput<B>> {
+        train_output(self, self.step_output(batch, false))
+    }
+}
+
+impl<B: EmberBackend> InferenceStep for Cnn<B> {
+    type Input = MlpBatch<B>;
+    type Output = StepOutput<B>;
+
+    fn step(&self, batch: MlpBatch<B>) -> StepOutput<B> {
+        self.step_output(batch, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::{Autodiff, Flex};
+    use burn::module::AutodiffModule;
+    use burn::nn::BatchNormConfig;
+    use burn::tensor::{Distribution, Tolerance};
+
+    type A = Autodiff<Flex>;
+
+    /// ember's batch norm against Burn's `BatchNorm` module: training outputs, the gradients
+    /// of the input, scale and shift, the running statistics after two steps, and inference.
+    #[test]
+    fn batch_norm_matches_burns_module() {
+        let device = Default::default();
+        let burns = BatchNormConfig::new(4).init::<A>(&device);
+        let mut rng = crate::rng::stream(1, "test", 0);
+        let ours = batch_norm::<A>(4, &mut rng, &device);
+        let tol = Tolerance::<f32>::absolute(1e-4);
+        for _ in 0..2 {
+            let x = Tensor::<A, 4>::random([3, 4, 5, 6], Distribution::Normal(2.0, 3.0), &device);
+            let w = Tensor::<A, 4>::random([3, 4, 5, 6], Distribution::Default, &device);
+            // Two leaves of their own: one node shared by both graphs loses its gradient.
+            let leaf = || Tensor::<A, 4>::from_data(x.to_data(), &device).require_grad();
+            let (xa, xb) = (leaf(), leaf());
+            let ya = normalize(&ours, xa.clone());
+            let yb = burns.forward(xb.clone());
+            ya.clone()
+                .into_data()
+                .assert_approx_eq(&yb.clone().into_data(), tol);
+            let ga = (ya * w.clone()).sum().backward();
+            let gb = (yb * w).sum().backward();
+            let grad = |t: &Tensor<A, 4>, g, who: &str| {
+                t.grad(g)
+                    .unwrap_or_else(|| panic!("no gradient of {who}"))
+                    .into_data()
+            };
+            grad(&xa, &ga, "ours").assert_approx_eq(&grad(&xb, &gb, "burn's"), tol);
+            let (pa, pb) = (ours.gamma.val(), burns.gamma.val());
+            pa.grad(&ga)
+                .unwrap()
+                .into_data()
+                .assert_approx_eq(&pb.grad(&gb).unwrap().into_data(), tol);
+            let (pa, pb) = (ours.beta.val(), burns.beta.val());
+            pa.grad(&ga)
+                .unwrap()
+                .into_data()
+                .assert_approx_eq(&pb.grad(&gb).unwrap().into_data(), tol);
+            for (a, b) in [
+                (&ours.running_mean, &burns.running_mean),
+                (&ours.running_var, &burns.running_var),
+            ] {
+                a.value()
+                    .into_data()
+                    .assert_approx_eq(&b.value().into_data(), tol);
+            }
+        }
+        let x = Tensor::<Flex, 4>::random([2, 4, 3, 3], Distribution::Default, &device);
+        let a = normalize(&ours.valid(), x.clone()).into_data();
+        a.assert_approx_eq(&burns.valid().forward(x).into_data(), tol);
+    }
+}

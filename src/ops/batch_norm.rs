@@ -1,0 +1,178 @@
+//! Batch normalisation of `[n, channels, s]` maps (`s` = height × width) on the CPU, one channel's
+//! statistics per task. Through Burn's operations on the flex backend a training step's batch
+//! norm is a dozen broadcast operations, each an element-by-element strided walk; in a small
+//! CNN they took most of the step. Here the forward is a pass for the mean, one for the
+//! variance and one writing the output; the backward one pass for the two sums and one writing
+//! the gradient. Sums are accumulated in f64.
+
+use super::kernels::contiguous;
+use burn::backend::flex::FlexTensor;
+use burn::tensor::TensorData;
+use rayon::prelude::*;
+
+/// `(n, channels, s)` of a `[n, c, s]` tensor.
+fn dims(x: &FlexTensor) -> (usize, usize, usize) {
+    let shape = x.layout().shape();
+    (shape[0], shape[1], shape[2])
+}
+
+/// The values of `x` (all `len` of them), contiguous.
+fn values(x: FlexTensor, len: usize) -> Vec<f32> {
+    let (x, range) = contiguous(x, len);
+    x.storage::<f32>()[range].to_vec()
+}
+
+/// `f(channel, its n blocks of s values)` for every channel, on the pool.
+fn per_channel<T: Send>(
+    x: &[f32],
+    (n, c, s): (usize, usize, usize),
+    f: impl Fn(usize, &mut dyn Iterator<Item = &[f32]>) -> T + Sync,
+) -> Vec<T> {
+    (0..c)
+        .into_par_iter()
+        .map(|ch| f(ch, &mut (0..n).map(|b| &x[(b * c + ch) * s..][..s])))
+        .collect()
+}
+
+/// `y = (x - mean) / sqrt(var + eps) · gamma + beta` per channel, with the batch's mean and
+/// biased variance `[c]`, which it returns too.
+pub fn forward(
+    x: FlexTensor,
+    gamma: FlexTensor,
+    beta: FlexTensor,
+    epsilon: f64,
+) -> (FlexTensor, FlexTensor, FlexTensor) {
+    let (n, c, s) = dims(&x);
+    let shape = x.layout().shape().clone();
+    let x = values(x, n * c * s);
+    let (gamma, beta) = (values(gamma, c), values(beta, c));
+    let count = (n * s) as f64;
+    let mean: Vec<f64> = per_channel(&x, (n, c, s), |_, blocks| {
+        blocks.flatten().map(|&v| f64::from(v)).sum::<f64>() / count
+    });
+    let var: Vec<f64> = per_channel(&x, (n, c, s), |ch, blocks| {
+        let m = mean[ch];
+        blocks
+            .flatten()
+            .map(|&v| (f64::from(v) - m).powi(2))
+            .sum::<f64>()
+            / count
+    });
+    let (scale, shift) = affine(&gamma, &beta, &mean, &var, epsilon);
+    let mut y = x;
+    channel_affine_in_place(&mut y, c, s, &scale, &shift);
+    let vector = |v: &[f64]| FlexTensor::from_data(TensorData::new(to_f32(v), [c]));
+    (
+        FlexTensor::from_data(TensorData::new(y, shape)),
+        vector(&mean),
+        vector(&var),
+    )
+}
+
+/// `x · scale + shift` per channel of `[n, c, s]` maps: batch norm at inference, with the
+/// running statistics folded into `scale` and `shift`.
+pub fn channel_affine(x: FlexTensor, scale: FlexTensor, shift: FlexTensor) -> FlexTensor {
+    let (n, c, s) = dims(&x);
+    let shape = x.layout().shape().clone();
+    let mut y = values(x, n * c * s);
+    let (scale, shift) = (values(scale, c), values(shift, c));
+    channel_affine_in_place(&mut y, c, s, &scale, &shift);
+    FlexTensor::from_data(TensorData::new(y, shape))
+}
+
+fn channel_affine_in_place(y: &mut [f32], c: usize, s: usize, scale: &[f32], shift: &[f32]) {
+    y.par_chunks_mut(s.max(1))
+        .with_min_len(64)
+        .enumerate()
+        .for_each(|(i, block)| {
+            let (k, b) = (scale[i % c], shift[i % c]);
+            for v in block {
+                *v = *v * k + b;
+            }
+        });
+}
+
+/// Per channel, the `scale = gamma / sqrt(var + eps)` and `shift = beta - mean · scale` that
+/// turn `x` into the normalised output in one multiply-add.
+fn affine(
+    gamma: &[f32],
+    beta: &[f32],
+    mean: &[f64],
+    var: &[f64],
+    epsilon: f64,
+) -> (Vec<f32>, Vec<f32>) {
+    let scale: Vec<f64> = (gamma.iter().zip(var))
+        .map(|(&g, &v)| f64::from(g) / (v + epsilon).sqrt())
+        .collect();
+    let shift = (beta.iter().zip(mean).zip(&scale))
+        .map(|((&b, &m), &k)| f64::from(b) - m * k)
+        .collect::<Vec<_>>();
+    (to_f32(&scale), to_f32(&shift))
+}
+
+fn to_f32(v: &[f64]) -> Vec<f32> {
+    v.iter().map(|&x| x as f32).collect()
+}
+
+/// The gradients `(dx, dgamma, dbeta)` of [`forward`], given its input, `gamma`, the batch's
+/// mean and variance, and the output's gradient: with `x̂ = (x - mean) / sqrt(var + eps)`,
+/// `dbeta = Σ dy`, `dgamma = Σ dy · x̂` and
+/// `dx = gamma / sqrt(var + eps) / N · (N · dy - dbeta - x̂ · dgamma)`.
+pub fn backward(
+    x: FlexTensor,
+    gamma: FlexTensor,
+    mean: FlexTensor,
+    var: FlexTensor,
+    epsilon: f64,
+    grad: FlexTensor,
+) -> (FlexTensor, FlexTensor, FlexTensor) {
+    let (n, c, s) = dims(&x);
+    let shape = x.layout().shape().clone();
+    let len = n * c * s;
+    let (x, dy) = (values(x, len), values(grad, len));
+    let gamma = values(gamma, c);
+    let mean: Vec<f64> = values(mean, c).into_iter().map(f64::from).collect();
+    let inv: Vec<f64> = (values(var, c).into_iter())
+        .map(|v| 1.0 / (f64::from(v) + epsilon).sqrt())
+        .collect();
+    let sums: Vec<(f64, f64)> = (0..c)
+        .into_par_iter()
+        .map(|ch| {
+            let (m, k) = (mean[ch], inv[ch]);
+            (0..n).fold((0.0, 0.0), |(sd, sdx), b| {
+                let at = (b * c + ch) * s;
+                let pairs = x[at..][..s].iter().zip(&dy[at..][..s]);
+                pairs.fold((sd, sdx), |(sd, sdx), (&x, &g)| {
+                    let g = f64::from(g);
+                    (sd + g, sdx + g * (f64::from(x) - m) * k)
+                })
+            })
+        })
+        .collect();
+    let count = (n * s) as f64;
+    let mut dx = dy;
+    dx.par_chunks_mut(s.max(1))
+        .with_min_len(64)
+        .enumerate()
+        .for_each(|(i, block)| {
+            let ch = i % c;
+            let (m, k, (sd, sdx)) = (mean[ch], inv[ch], sums[ch]);
+            let factor = f64::from(gamma[ch]) * k / count;
+            let xs = &x[i * s..][..s];
+            for (g, &x) in block.iter_mut().zip(xs) {
+                let xhat = (f64::from(x) - m) * k;
+                *g = (factor * (count * f64::from(*g) - sd - xhat * sdx)) as f32;
+            }
+        });
+    let vector = |f: fn(&(f64, f64)) -> f64| {
+        FlexTensor::from_data(TensorData::new(
+            sums.iter().map(|p| f(p) as f32).collect::<Vec<_>>(),
+            [c],
+        ))
+    };
+    (
+        FlexTensor::from_data(TensorData::new(dx, shape)),
+        vector(|p| p.1),
+        vector(|p| p.0),
+    )
+}
