@@ -224,6 +224,29 @@ pub fn evaluate<B: EmberBackend, M: EmberModel<B>>(
 /// The rows `ember eval` reads: one split of the run's own data, as the run used it (its row
 /// limits included), or of other data given with `--data` (all its rows).
 pub fn eval_split(config: &JobConfig, split: SplitName, data: Option<&Path>) -> Result<HostSplit> {
+    let rows = eval_rows(config, split, data)?;
+    match data {
+        Some(d) => check_width(config, &rows, d)?,
+        None => check_width(config, &rows, Path::new(config.name()))?,
+    }
+    Ok(rows)
+}
+
+/// Fails unless `split`'s rows (read from `source`) have the width of the model's inputs.
+fn check_width(config: &JobConfig, split: &HostSplit, source: &Path) -> Result<()> {
+    match config.model.inputs {
+        Some(w) if w != split.features.cols => Err(EmberError::file(
+            source,
+            format!(
+                "rows of {} values; the model takes {w}",
+                split.features.cols
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn eval_rows(config: &JobConfig, split: SplitName, data: Option<&Path>) -> Result<HostSplit> {
     let mut config = config.clone();
     if let Some(d) = data {
         config.max_train_rows = None;
@@ -239,6 +262,17 @@ pub fn eval_split(config: &JobConfig, split: SplitName, data: Option<&Path>) -> 
         }
     }
     let loaded = data::load_limited(&config, &indicatif::ProgressBar::hidden())?;
+    // A convolutional network reads its rows as images of its own height and width.
+    if let (Some([_, h, w]), Some(size)) = (config.model.image, loaded.image_size)
+        && size != [h, w]
+    {
+        return Err(input_err!(
+            "{}: images of {}x{}; the model takes {h}x{w}",
+            loaded.source,
+            size[0],
+            size[1]
+        ));
+    }
     Ok(match split {
         SplitName::Train => loaded.train,
         SplitName::Valid => loaded.valid,
@@ -268,7 +302,6 @@ pub fn predict_inputs(
     config: &JobConfig,
     input: &Path,
 ) -> Result<(HostSplit, Option<Vec<String>>)> {
-    let width = config.model.inputs;
     let mut names = None;
     let split = match &config.data {
         DataSpec::Images(spec) => {
@@ -305,16 +338,8 @@ pub fn predict_inputs(
             split
         }
     };
-    match width {
-        Some(w) if w != split.features.cols => Err(EmberError::file(
-            input,
-            format!(
-                "rows of {} values; the model takes {w}",
-                split.features.cols
-            ),
-        )),
-        _ => Ok((split, names)),
-    }
+    check_width(config, &split, input)?;
+    Ok((split, names))
 }
 
 /// Pixels from a CSV file of pixel columns (0..255) or an IDX image file, and the image count.

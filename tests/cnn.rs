@@ -169,13 +169,21 @@ fn bad_convolutions_get_one_line() {
         ),
         (
             "[[model.conv]]\nkernel = 29\npadding = 0\n",
-            "model.conv[0]: a 29x29 kernel with padding 0 does not fit the 28x28 images it gets",
+            "model.conv[0]: a 29x29 kernel with padding 0 does not fit the 28x28 images",
         ),
         (
             "[[model.conv]]\npool = 4\n[[model.conv]]\npool = 4\n[[model.conv]]\npool = 4\n",
             "model.conv[2]: pool = 4 is larger than the 1x1 maps",
         ),
         ("[[model.conv]]\nstrides = 2\n", "unknown field `strides`"),
+        (
+            "inputs = 784\n[[model.conv]]\n",
+            "model.inputs = 784 without model.image",
+        ),
+        (
+            "inputs = 784\nimage = [1, 28, 27]\n[[model.conv]]\n",
+            "model.image = [1, 28, 27] holds 756 values, but model.inputs = 784",
+        ),
     ];
     for (i, (blocks, needle)) in cases.iter().enumerate() {
         let text = format!(
@@ -197,4 +205,56 @@ fn bad_convolutions_get_one_line() {
         &train_on_cpu(&table, &dir.join("table-run"), &[]),
         "model.conv: convolutions need images",
     );
+}
+
+#[test]
+fn a_preset_or_images_of_another_shape_get_one_line() {
+    let dir = scratch("cnn-shapes");
+    let preset = config(
+        &dir,
+        "preset.toml",
+        "job = \"fashion-mlp\"\n[[model.conv]]\n[sgd]\nlr = 0.1\n",
+    );
+    bad_input(
+        &train_on_cpu(&preset, &dir.join("preset-run"), &[]),
+        "model.conv is not used by the fashion-mlp job",
+    );
+    let cfg = small_cnn(&dir, "");
+    let run = dir.join("run");
+    ok(&train_on_cpu(
+        &cfg,
+        &run,
+        &["--epochs", "1", "--max-train-rows", "256"],
+    ));
+    // IDX files of 14x56 images: as many pixels as 28x28, another shape.
+    let other = dir.join("wide");
+    std::fs::create_dir_all(&other).unwrap();
+    let pixels: Vec<u8> = (0..20 * 784).map(|i| (i % 251) as u8).collect();
+    let labels: Vec<u8> = (0..20).map(|i| (i % 10) as u8).collect();
+    for split in ["train", "t10k"] {
+        let images = ember::data::idx::encode(&[20, 14, 56], &pixels);
+        std::fs::write(other.join(format!("{split}-images-idx3-ubyte")), images).unwrap();
+        let labels = ember::data::idx::encode(&[20], &labels);
+        std::fs::write(other.join(format!("{split}-labels-idx1-ubyte")), labels).unwrap();
+    }
+    let eval = ember(&[
+        "eval",
+        path_str(&run),
+        "--data",
+        path_str(&other),
+        "--device",
+        "cpu",
+    ]);
+    bad_input(&eval, "images of 14x56; the model takes 28x28");
+    let narrow = dir.join("narrow.csv");
+    std::fs::write(&narrow, "a,b\n1,2\n").unwrap();
+    let args = [
+        "predict",
+        path_str(&run),
+        "--input",
+        path_str(&narrow),
+        "--device",
+        "cpu",
+    ];
+    bad_input(&ember(&args), "rows of 2 values; the model takes 784");
 }

@@ -323,6 +323,15 @@ impl RawConfig {
                 "model.image = {image:?} must be [channels, height, width], each at least 1"
             ));
         }
+        if let Some(preset) = self.job.filter(|_| !conv.is_empty()) {
+            return Err(input_err!(
+                "model.conv is not used by the {} job (its network is an MLP); leave out `job` for a convolutional network",
+                preset.name()
+            ));
+        }
+        if let (Some(n), false) = (inputs, conv.is_empty()) {
+            super::conv::check_image(m.image, n, &conv)?;
+        }
         Ok(ModelSpec {
             kind: if conv.is_empty() {
                 ModelKind::Mlp
@@ -547,7 +556,7 @@ impl RawConfig {
         reject("data.test_dir", d.test_dir.is_some(), why)?;
         reject("data.image_size", d.image_size.is_some(), why)?;
         reject("data.channels", d.channels.is_some(), why)?;
-        if self.model.conv.is_some() {
+        if self.model.conv.as_ref().is_some_and(|c| !c.is_empty()) {
             return Err(input_err!(
                 "model.conv: convolutions need images (data.source = \"idx\" or \"images\"); a table's columns have no neighbours to convolve"
             ));

@@ -112,26 +112,44 @@ impl ConvSpec {
 pub fn feature_shape(image: [usize; 3], blocks: &[ConvSpec]) -> Result<[usize; 3]> {
     let [mut c, mut h, mut w] = image;
     for (i, b) in blocks.iter().enumerate() {
-        let (ch, ph) = b.sides(h);
-        let (cw, pw) = b.sides(w);
-        let (Some(conv_h), Some(conv_w)) = (ch, cw) else {
+        let input = match i {
+            0 => "images".to_string(),
+            _ => format!("maps of model.conv[{}]", i - 1),
+        };
+        let ((conv_h, pool_h), (conv_w, pool_w)) = (b.sides(h), b.sides(w));
+        let (Some(conv_h), Some(conv_w)) = (conv_h, conv_w) else {
             return Err(input_err!(
-                "model.conv[{i}]: a {k}x{k} kernel with padding {p} does not fit the {h}x{w} {what} it gets",
+                "model.conv[{i}]: a {k}x{k} kernel with padding {p} does not fit the {h}x{w} {input}",
                 k = b.kernel,
                 p = b.padding,
-                what = if i == 0 { "images" } else { "maps" },
             ));
         };
-        let (Some(pool_h), Some(pool_w)) = (ph, pw) else {
+        let (Some(pool_h), Some(pool_w)) = (pool_h, pool_w) else {
             return Err(input_err!(
-                "model.conv[{i}]: pool = {} is larger than the {conv_h}x{conv_w} maps its convolution leaves of the {h}x{w} {}",
+                "model.conv[{i}]: pool = {} is larger than the {conv_h}x{conv_w} maps its convolution makes of the {h}x{w} {input}",
                 b.pool,
-                if i == 0 { "images" } else { "maps" },
             ));
         };
         (c, h, w) = (b.channels, pool_h, pool_w);
     }
     Ok([c, h, w])
+}
+
+/// A resolved convolutional network's shapes, checked before a model is built: the blocks fit
+/// `model.image`, whose values are `model.inputs` of them.
+pub fn check_image(image: Option<[usize; 3]>, inputs: usize, blocks: &[ConvSpec]) -> Result<()> {
+    let Some(image) = image else {
+        return Err(input_err!(
+            "model.inputs = {inputs} without model.image: a convolutional network's resolved config gives both ([channels, height, width]); delete model.inputs to read them from the data again"
+        ));
+    };
+    if image.iter().product::<usize>() != inputs {
+        return Err(input_err!(
+            "model.image = {image:?} holds {} values, but model.inputs = {inputs}",
+            image.iter().product::<usize>()
+        ));
+    }
+    feature_shape(image, blocks).map(|_| ())
 }
 
 /// The head's input width: the flattened features or one mean per channel.
@@ -187,7 +205,7 @@ mod tests {
         let e = feature_shape([1, 4, 4], &[block(8, 3, 2), block(8, 3, 4)]).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "model.conv[1]: pool = 4 is larger than the 2x2 maps its convolution leaves of the 2x2 maps"
+            "model.conv[1]: pool = 4 is larger than the 2x2 maps its convolution makes of the 2x2 maps of model.conv[0]"
         );
         let valid = RawConv {
             kernel: Some(7),
@@ -217,5 +235,27 @@ mod tests {
                 .to_string()
                 .contains("padding = 3 must be smaller")
         );
+    }
+
+    #[test]
+    fn a_resolved_image_must_match_the_inputs_and_fit_the_blocks() {
+        let blocks = [block(8, 3, 2)];
+        assert!(check_image(Some([1, 28, 28]), 784, &blocks).is_ok());
+        let e = check_image(None, 784, &blocks).unwrap_err().to_string();
+        assert!(
+            e.starts_with("model.inputs = 784 without model.image"),
+            "{e}"
+        );
+        let e = check_image(Some([3, 8, 8]), 784, &blocks)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "model.image = [3, 8, 8] holds 192 values, but model.inputs = 784"
+        );
+        let e = check_image(Some([1, 1, 784]), 784, &blocks)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pool = 2 is larger than the 1x784 maps"), "{e}");
     }
 }

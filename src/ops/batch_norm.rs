@@ -22,16 +22,25 @@ fn values(x: FlexTensor, len: usize) -> Vec<f32> {
     x.storage::<f32>()[range].to_vec()
 }
 
-/// `f(channel, its n blocks of s values)` for every channel, on the pool.
+/// `f(channel, the offsets of its n blocks of s values)` for every channel, on the pool.
 fn per_channel<T: Send>(
-    x: &[f32],
     (n, c, s): (usize, usize, usize),
-    f: impl Fn(usize, &mut dyn Iterator<Item = &[f32]>) -> T + Sync,
+    f: impl Fn(usize, &mut dyn Iterator<Item = usize>) -> T + Sync,
 ) -> Vec<T> {
     (0..c)
         .into_par_iter()
-        .map(|ch| f(ch, &mut (0..n).map(|b| &x[(b * c + ch) * s..][..s])))
+        .map(|ch| f(ch, &mut (0..n).map(|b| (b * c + ch) * s)))
         .collect()
+}
+
+/// `f(channel, block, block index)` for every block of `s` values of `[n, c, s]` maps, in place,
+/// on the pool.
+fn per_block(values: &mut [f32], c: usize, s: usize, f: impl Fn(usize, &mut [f32], usize) + Sync) {
+    values
+        .par_chunks_mut(s.max(1))
+        .with_min_len(64)
+        .enumerate()
+        .for_each(|(i, block)| f(i % c, block, i));
 }
 
 /// `y = (x - mean) / sqrt(var + eps) · gamma + beta` per channel, with the batch's mean and
@@ -47,14 +56,15 @@ pub fn forward(
     let x = values(x, n * c * s);
     let (gamma, beta) = (values(gamma, c), values(beta, c));
     let count = (n * s) as f64;
-    let mean: Vec<f64> = per_channel(&x, (n, c, s), |_, blocks| {
-        blocks.flatten().map(|&v| f64::from(v)).sum::<f64>() / count
+    let values = |at: usize| x[at..][..s].iter().map(|&v| f64::from(v));
+    let mean: Vec<f64> = per_channel((n, c, s), |_, blocks| {
+        blocks.flat_map(values).sum::<f64>() / count
     });
-    let var: Vec<f64> = per_channel(&x, (n, c, s), |ch, blocks| {
+    let var: Vec<f64> = per_channel((n, c, s), |ch, blocks| {
         let m = mean[ch];
         blocks
-            .flatten()
-            .map(|&v| (f64::from(v) - m).powi(2))
+            .flat_map(values)
+            .map(|v| (v - m).powi(2))
             .sum::<f64>()
             / count
     });
@@ -81,15 +91,12 @@ pub fn channel_affine(x: FlexTensor, scale: FlexTensor, shift: FlexTensor) -> Fl
 }
 
 fn channel_affine_in_place(y: &mut [f32], c: usize, s: usize, scale: &[f32], shift: &[f32]) {
-    y.par_chunks_mut(s.max(1))
-        .with_min_len(64)
-        .enumerate()
-        .for_each(|(i, block)| {
-            let (k, b) = (scale[i % c], shift[i % c]);
-            for v in block {
-                *v = *v * k + b;
-            }
-        });
+    per_block(y, c, s, |ch, block, _| {
+        let (k, b) = (scale[ch], shift[ch]);
+        for v in block {
+            *v = *v * k + b;
+        }
+    });
 }
 
 /// Per channel, the `scale = gamma / sqrt(var + eps)` and `shift = beta - mean · scale` that
@@ -135,35 +142,24 @@ pub fn backward(
     let inv: Vec<f64> = (values(var, c).into_iter())
         .map(|v| 1.0 / (f64::from(v) + epsilon).sqrt())
         .collect();
-    let sums: Vec<(f64, f64)> = (0..c)
-        .into_par_iter()
-        .map(|ch| {
-            let (m, k) = (mean[ch], inv[ch]);
-            (0..n).fold((0.0, 0.0), |(sd, sdx), b| {
-                let at = (b * c + ch) * s;
-                let pairs = x[at..][..s].iter().zip(&dy[at..][..s]);
-                pairs.fold((sd, sdx), |(sd, sdx), (&x, &g)| {
-                    let g = f64::from(g);
-                    (sd + g, sdx + g * (f64::from(x) - m) * k)
-                })
-            })
+    let sums: Vec<(f64, f64)> = per_channel((n, c, s), |ch, blocks| {
+        let (m, k) = (mean[ch], inv[ch]);
+        let pairs = blocks.flat_map(|at| x[at..][..s].iter().zip(&dy[at..][..s]));
+        pairs.fold((0.0, 0.0), |(sd, sdx), (&x, &g)| {
+            let g = f64::from(g);
+            (sd + g, sdx + g * (f64::from(x) - m) * k)
         })
-        .collect();
+    });
     let count = (n * s) as f64;
     let mut dx = dy;
-    dx.par_chunks_mut(s.max(1))
-        .with_min_len(64)
-        .enumerate()
-        .for_each(|(i, block)| {
-            let ch = i % c;
-            let (m, k, (sd, sdx)) = (mean[ch], inv[ch], sums[ch]);
-            let factor = f64::from(gamma[ch]) * k / count;
-            let xs = &x[i * s..][..s];
-            for (g, &x) in block.iter_mut().zip(xs) {
-                let xhat = (f64::from(x) - m) * k;
-                *g = (factor * (count * f64::from(*g) - sd - xhat * sdx)) as f32;
-            }
-        });
+    per_block(&mut dx, c, s, |ch, block, i| {
+        let (m, k, (sd, sdx)) = (mean[ch], inv[ch], sums[ch]);
+        let factor = f64::from(gamma[ch]) * k / count;
+        for (g, &x) in block.iter_mut().zip(&x[i * s..][..s]) {
+            let xhat = (f64::from(x) - m) * k;
+            *g = (factor * (count * f64::from(*g) - sd - xhat * sdx)) as f32;
+        }
+    });
     let vector = |f: fn(&(f64, f64)) -> f64| {
         FlexTensor::from_data(TensorData::new(
             sums.iter().map(|p| f(p) as f32).collect::<Vec<_>>(),
