@@ -110,7 +110,7 @@ fn a_cnn_with_batch_norm_resumes_bit_for_bit_after_sigkill() {
         let mut a: Vec<String> = ["train", cfg, "--out", out, "-q", "--checkpoint-every", "0"]
             .map(String::from)
             .to_vec();
-        a.extend(["--device", "cpu", "--max-train-rows", "1024"].map(String::from));
+        a.extend(["--device", "cpu"].map(String::from));
         a
     };
     let reference = dir.join("reference");
