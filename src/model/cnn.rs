@@ -66,14 +66,17 @@ impl<B: Backend> ConvBlock<B> {
         let (k, out) = (spec.kernel, spec.channels);
         let bound = init_bound(init, inputs * k * k, out * k * k);
         let weight = draw_uniform(out * inputs * k * k, bound, rng);
-        let bias = match init {
+        // A batch norm subtracts each channel's mean, so a bias before it would learn nothing
+        // (PyTorch's networks write `Conv2d(..., bias=False)` there); without one, a step also
+        // skips the bias gradient, a strided copy of the output's gradient on flex.
+        let bias = (!spec.batch_norm).then(|| match init {
             Init::Torch => draw_uniform(out, bound, rng),
             Init::Keras => vec![0.0; out],
-        };
+        });
         let p = spec.padding;
         let conv = Conv2d {
             weight: param(TensorData::new(weight, [out, inputs, k, k]), rng, device),
-            bias: Some(param(TensorData::new(bias, [out]), rng, device)),
+            bias: bias.map(|b| param(TensorData::new(b, [out]), rng, device)),
             stride: [spec.stride; 2],
             kernel_size: [k; 2],
             dilation: [1, 1],
@@ -270,11 +273,6 @@ impl<B: EmberBackend> EmberModel<B> for Cnn<B> {
         let blocks = (self.blocks.iter())
             .map(|b| {
                 let [outputs, inputs, kernel, _] = b.conv.weight.dims();
-                let bias = b
-                    .conv
-                    .bias
-                    .as_ref()
-                    .expect("ember's convolutions have biases");
                 crate::onnx::ConvLayer {
                     inputs,
                     outputs,
@@ -286,7 +284,8 @@ impl<B: EmberBackend> EmberModel<B> for Cnn<B> {
                     },
                     pool: b.pool,
                     weight: host(b.conv.weight.val().flatten(0, 3)),
-                    bias: host(bias.val()),
+                    bias: (b.conv.bias.as_ref())
+                        .map_or_else(|| vec![0.0; outputs], |b| host(b.val())),
                     norm: b.norm.as_ref().map(|n| crate::onnx::Norm {
                         scale: host(n.gamma.val()),
                         shift: host(n.beta.val()),
