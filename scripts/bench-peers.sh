@@ -32,8 +32,12 @@ REPORT=$root/${REPORT:-BENCHMARKS.md}
 PEER_VARIANTS=${PEER_VARIANTS:-"torch_bench.py:--variant posted|torch_bench.py:--variant best|keras_bench.py:|jax_bench.py:--variant step|jax_bench.py:--variant scan"}
 
 # Epochs of `ember bench` per job: enough steady epochs for a median, about 20 s each way.
-declare -A EMBER_EPOCHS=([fashion-mlp]=5 [tabular-mlp]=40 [linear-scalar]=150)
-declare -A WORKLOAD=([fashion-mlp]=w1 [tabular-mlp]=w2 [linear-scalar]=w3)
+declare -A EMBER_EPOCHS=([fashion-mlp]=5 [tabular-mlp]=40 [linear-scalar]=150 [fashion-cnn]=3)
+declare -A WORKLOAD=([fashion-mlp]=w1 [tabular-mlp]=w2 [linear-scalar]=w3 [fashion-cnn]=w4)
+# The CNN's peers: PyTorch eager and compiled, JAX's jitted step (its scan adds nothing to a step
+# this long, and the posted loop and Keras are the MLP seeds' own programs). Run it with
+#   JOBS=fashion-cnn REPORT=bench-out/fashion-cnn.md scripts/bench-peers.sh
+declare -A JOB_PEERS=([fashion-cnn]="torch_bench.py:--variant best|torch_bench.py:--variant compile|jax_bench.py:--variant step")
 
 die() { echo "bench-peers: $*" >&2; exit 1; }
 [[ -f "$PEERS_DIR/common.py" ]] || die "no peer scripts at ${PEERS_DIR:-$default_peers_dir} (set PEERS_DIR)"
@@ -80,7 +84,7 @@ for threads in $THREADS_LIST; do
     for job in $JOBS; do
       w=${WORKLOAD[$job]}
       runs=("ember")
-      IFS='|' read -ra peers <<< "$PEER_VARIANTS"
+      IFS='|' read -ra peers <<< "${JOB_PEERS[$job]:-$PEER_VARIANTS}"
       runs+=("${peers[@]}")
       # Rotate the order each round, so no one always runs first (or right after a busy spell).
       n=${#runs[@]}; shift_by=$(( (round - 1) % n ))

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-JOBS = [("fashion-mlp", "w1"), ("tabular-mlp", "w2"), ("linear-scalar", "w3")]
+JOBS = [("fashion-mlp", "w1"), ("tabular-mlp", "w2"), ("linear-scalar", "w3"), ("fashion-cnn", "w4")]
 
 
 def product_flops(batch, widths):
@@ -35,12 +35,26 @@ def product_flops(batch, widths):
     return 2 * forward + dx
 
 
+def conv_flops(batch, side, blocks):
+    """fp32 operations of one training step's convolutions (3x3, padding 1, each followed by a
+    2x2 pool) on `side`x`side` images: the forward, the weight gradient, and the input gradient
+    of every block but the first, as for the products."""
+    total, s = 0, side
+    for i, (cin, cout) in enumerate(blocks):
+        one = 2 * batch * s * s * cin * cout * 9
+        total += 2 * one + (one if i else 0)
+        s //= 2
+    return total
+
+
 # The same models and batch sizes as configs/*.toml and bench/peers (linear-scalar: x·w + p·f,
 # one product with f as a 41st input).
 STEP_FLOPS = {
     "fashion-mlp": product_flops(64, [784, 512, 512, 10]),
     "tabular-mlp": product_flops(2048, [61, 20, 10, 1]),
     "linear-scalar": product_flops(128, [41, 1]),
+    # The convolutions, then the head's products (and its input gradient, which feeds them).
+    "fashion-cnn": conv_flops(64, 28, [(1, 16), (16, 32)]) + product_flops(64, [1, 1568, 128, 10]),
 }
 PEER_NAMES = {
     "torch-posted": "PyTorch as posted (DataLoader, `.item()`)",

@@ -20,6 +20,7 @@
 # again on the GPU's Vulkan through wgpu when `ember info` lists a wgpu:0 adapter that is not a
 # software one (else the report says why it did not run), (2) trains fashion-mlp's 20 epochs on
 # CUDA (goal: 3 s of train time or less on an H200), (3) runs `ember bench` of each job on CUDA,
+# and of configs/fashion-cnn.toml (its PyTorch peer on the GPU is not written yet),
 # (4) `ember bench fashion-mlp --replicas 16` for one epoch (16 seeds as replicas against 16
 # processes; goal: replicas in at most 2x one run) and (5) the PyTorch peers on CUDA, eager and
 # with CUDA graphs (scripts/gpu_torch_peers.py), then writes $OUT/gpu-check.md
@@ -170,14 +171,14 @@ EOF
   else
     vulkan_note+=", VK_DRIVER_FILES/VK_ICD_FILENAMES as set: ${VK_DRIVER_FILES:-$VK_ICD_FILENAMES}"
   fi
-  declare -A BENCH_EPOCHS=([fashion-mlp]=4 [tabular-mlp]=20 [linear-scalar]=20)
+  declare -A BENCH_EPOCHS=([fashion-mlp]=4 [tabular-mlp]=20 [linear-scalar]=20 [fashion-cnn]=3)
   LIMIT=()
   REPLICAS=16
   FULL_EPOCHS=20
 else
   # Dry run: the CPU plays the GPU's part, on a slice, so every step and the report run.
   DEV=cpu
-  declare -A BENCH_EPOCHS=([fashion-mlp]=2 [tabular-mlp]=2 [linear-scalar]=2)
+  declare -A BENCH_EPOCHS=([fashion-mlp]=2 [tabular-mlp]=2 [linear-scalar]=2 [fashion-cnn]=2)
   LIMIT=(--max-train-rows 4096)
   REPLICAS=4
   FULL_EPOCHS=1
@@ -252,7 +253,7 @@ log "fashion-mlp, $FULL_EPOCHS epochs on $DEV"
   --out "$OUT/runs/fashion-mlp-full-$DEV" --quiet 2>&1 | tee -a "$OUT/steps.log" || true
 
 : > "$OUT/bench.jsonl"
-for job in fashion-mlp tabular-mlp linear-scalar; do
+for job in fashion-mlp tabular-mlp linear-scalar fashion-cnn; do
   log "ember bench $job on $DEV"
   "$EMBER" bench "configs/$job.toml" --device "$DEV" --epochs "${BENCH_EPOCHS[$job]}" "${LIMIT[@]}" \
     --json 2>>"$OUT/steps.log" | grep '^{' >> "$OUT/bench.jsonl" || true

@@ -86,7 +86,7 @@ fn key(name: &str) -> String {
 
 /// The common head and tail of a drafted job file; `top` (commented lines, keys) follows the
 /// top-level keys.
-fn job_file(command: &str, task: &str, rows: usize, top: &str, data: &str, hidden: &str) -> String {
+fn job_file(command: &str, task: &str, rows: usize, top: &str, data: &str, model: &str) -> String {
     let train_rows = rows * 4 / 5;
     let mut t = String::new();
     let _ = writeln!(t, "# Written by `{command}`: a starting point to edit.");
@@ -107,14 +107,7 @@ fn job_file(command: &str, task: &str, rows: usize, top: &str, data: &str, hidde
         t,
         "# A seeded fifth of the rows, held out to validate on.\nvalid_fraction = 0.2\n"
     );
-    let _ = writeln!(
-        t,
-        "[model]\n# Widths of the hidden layers ([] for a linear model).\nhidden = {hidden}"
-    );
-    let _ = writeln!(
-        t,
-        "# relu, tanh, gelu, sigmoid or identity.\nactivation = \"relu\"\n"
-    );
+    let _ = writeln!(t, "[model]\n{model}");
     let _ = writeln!(
         t,
         "# sgd, adam or adamw; docs/config.md has schedules, clipping, early stopping."
@@ -181,7 +174,14 @@ pub fn from_csv(path: &Path, label: &str) -> Result<Draft> {
         None => String::new(),
     };
     let command = format!("ember init --csv {} --label {label}", path.display());
-    let job = job_file(&command, task, values.len(), &top, &data, "[64, 64]");
+    let job = job_file(
+        &command,
+        task,
+        values.len(),
+        &top,
+        &data,
+        &mlp_model("[64, 64]"),
+    );
     Ok(Draft {
         toml: job + &columns_table(&columns),
         why: format!("inferred task = \"{task}\": {why}"),
@@ -250,7 +250,7 @@ pub fn from_images(dir: &Path) -> Result<Draft> {
             | image::ColorType::La16
     );
     let (h, w) = (img.height() as usize, img.width() as usize);
-    // An MLP reads every pixel: large images are shrunk to 64 pixels on their longer side.
+    // The network reads every pixel: large images are shrunk to 64 pixels on their longer side.
     let scale = 64.0 / h.max(w) as f64;
     let (h, w) = if scale < 1.0 {
         (
@@ -285,15 +285,90 @@ pub fn from_images(dir: &Path) -> Result<Draft> {
         first.display()
     );
     let command = format!("ember init --images {}", dir.display());
+    let network = image_network(h, w, items.len() * 4 / 5);
+    let why = format!(
+        "inferred task = \"{task}\": {need}, {} images; image_size [{h}, {w}] and {channels} from {}\n{}",
+        items.len(),
+        first.display(),
+        network.why
+    );
     Ok(Draft {
-        toml: job_file(&command, task, items.len(), "", &data, "[256, 128]"),
-        why: format!(
-            "inferred task = \"{task}\": {need}, {} images; image_size [{h}, {w}] and {channels} from {}",
-            items.len(),
-            first.display()
-        ),
+        toml: job_file(&command, task, items.len(), "", &data, &network.toml),
+        why,
         columns: None,
     })
+}
+
+/// The `[model]` keys of an MLP with `hidden` layers.
+fn mlp_model(hidden: &str) -> String {
+    format!(
+        "# Widths of the hidden layers ([] for a linear model).\nhidden = {hidden}\n\
+         # relu, tanh, gelu, sigmoid or identity.\nactivation = \"relu\"\n"
+    )
+}
+
+/// Convolutions need room: below this many pixels on the shorter side, init drafts an MLP.
+const MIN_CNN_SIDE: usize = 16;
+
+/// Fewer training images than this, and init offers augmentation.
+const AUGMENT_BELOW: usize = 20_000;
+
+/// The drafted network's `[model]` keys, and why on stderr.
+struct Network {
+    toml: String,
+    why: String,
+}
+
+/// The network for images of `h`×`w`: below [`MIN_CNN_SIDE`] an MLP on the pixels; otherwise
+/// blocks of a 3×3 convolution, batch norm and a 2×2 max-pool, 16 channels doubling per block,
+/// added while the maps stay at least 7 pixels on a side (at most 3), then a hidden layer of 64.
+fn image_network(h: usize, w: usize, train_rows: usize) -> Network {
+    let side = h.min(w);
+    if side < MIN_CNN_SIDE {
+        return Network {
+            toml: mlp_model("[256, 128]"),
+            why: format!(
+                "an MLP on the pixels: images under {MIN_CNN_SIDE} pixels on a side leave a convolutional network no room"
+            ),
+        };
+    }
+    let blocks = (1..=3).take_while(|k| side >> k >= 7).count();
+    let channels: Vec<usize> = (0..blocks).map(|k| 16 << k).collect();
+    let mut toml = mlp_model("[64]");
+    toml.push_str(
+        "# The last block's maps, every value (\"flatten\") or each channel's mean (\"average\").\npooling = \"flatten\"\n",
+    );
+    for c in &channels {
+        toml.push_str(&format!(
+            "\n# A 3x3 convolution, batch norm, the activation and a 2x2 max-pool.\n[[model.conv]]\nchannels = {c}\nkernel = 3\nbatch_norm = true\npool = 2\n"
+        ));
+    }
+    let offer = train_rows < AUGMENT_BELOW;
+    if offer {
+        toml.push_str(
+            "\n# Train-time augmentation, off: each training image shifted by up to 2 pixels and\n\
+             # mirrored left to right half the time. Uncomment where a mirrored image keeps its class.\n\
+             # [model.augment]\n# crop_padding = 2\n# flip = true\n",
+        );
+    }
+    toml.push('\n');
+    let maps = (h >> blocks, w >> blocks);
+    let mut why = format!(
+        "a convolutional network: the images are at least {MIN_CNN_SIDE} pixels on a side; {blocks} block(s) of 3x3 convolutions with batch norm and 2x2 max-pools ({} channels) leave {}x{} maps for a hidden layer of 64",
+        channels
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        maps.0,
+        maps.1
+    );
+    if offer {
+        why.push_str(&format!(
+            "\n[model.augment] is offered, commented out: {train_rows} training images are few enough that shifted and mirrored copies may help"
+        ));
+    }
+    Network { toml, why }
 }
 
 #[cfg(test)]
@@ -320,5 +395,40 @@ mod tests {
         assert_eq!(batch_size(100), 16);
         assert_eq!(batch_size(3_200), 64);
         assert_eq!(batch_size(1_000_000), 256);
+    }
+
+    /// Blocks are added while the maps keep 7 pixels on a side; small images get an MLP.
+    #[test]
+    fn images_of_16_pixels_or_more_get_a_convolutional_network() {
+        let blocks = |h, w| {
+            image_network(h, w, 50_000)
+                .toml
+                .matches("[[model.conv]]")
+                .count()
+        };
+        assert_eq!(
+            [
+                blocks(28, 28),
+                blocks(16, 16),
+                blocks(32, 48),
+                blocks(64, 64)
+            ],
+            [2, 1, 2, 3]
+        );
+        let small = image_network(12, 40, 100);
+        assert!(small.toml.contains("hidden = [256, 128]") && !small.toml.contains("conv"));
+        assert!(
+            small.why.starts_with("an MLP on the pixels"),
+            "{}",
+            small.why
+        );
+        let fashion = image_network(28, 28, 800);
+        assert!(
+            fashion.why.contains("(16, 32 channels) leave 7x7 maps"),
+            "{}",
+            fashion.why
+        );
+        assert!(fashion.toml.contains("# [model.augment]") && fashion.why.contains("offered"));
+        assert!(!image_network(28, 28, 50_000).toml.contains("augment"));
     }
 }

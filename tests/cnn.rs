@@ -101,10 +101,13 @@ fn pixels_csv(path: &Path, rows: usize) {
     std::fs::write(path, text).unwrap();
 }
 
+/// With augmentation on, so that the resumed steps must also draw the same shifts and flips.
 #[test]
 fn a_cnn_with_batch_norm_resumes_bit_for_bit_after_sigkill() {
     let dir = scratch("cnn-resume");
     let cfg = small_cnn(&dir, "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text + "[model.augment]\ncrop_padding = 2\n").unwrap();
     let cfg = path_str(&cfg);
     let args = |out: &str| -> Vec<String> {
         let mut a: Vec<String> = ["train", cfg, "--out", out, "-q", "--checkpoint-every", "0"]
@@ -134,6 +137,70 @@ fn a_cnn_with_batch_norm_resumes_bit_for_bit_after_sigkill() {
     // model.mpk holds the running statistics beside the weights.
     assert!(std::fs::read(killed.join("model.mpk")).unwrap() == expected);
     assert_eq!(losses(&killed), losses(&reference));
+    let resolved = std::fs::read_to_string(reference.join("config.toml")).unwrap();
+    assert!(
+        resolved.contains("[model.augment]\ncrop_padding = 2\nflip = true"),
+        "{resolved}"
+    );
+}
+
+/// 100 FashionMNIST test images a class as PNG class folders, for `init --images`.
+fn fashion_png_folders(dir: &Path) -> PathBuf {
+    use ember::data::idx::{read_images, read_labels};
+    let fashion = ember::data::fashion::locate(None).expect("FashionMNIST (make data)");
+    let images = read_images(&fashion.join("t10k-images-idx3-ubyte.gz")).unwrap();
+    let labels = read_labels(&fashion.join("t10k-labels-idx1-ubyte.gz"), 10).unwrap();
+    let folder = dir.join("png");
+    let mut written = [0; 10];
+    for (i, &label) in labels.iter().enumerate().take(images.count) {
+        let class = label as usize;
+        if written[class] == 100 {
+            continue;
+        }
+        written[class] += 1;
+        let class_dir = folder.join(class.to_string());
+        std::fs::create_dir_all(&class_dir).unwrap();
+        let file = std::fs::File::create(class_dir.join(format!("{i:05}.png"))).unwrap();
+        let mut png = png::Encoder::new(std::io::BufWriter::new(file), 28, 28);
+        png.set_color(png::ColorType::Grayscale);
+        png.write_header()
+            .unwrap()
+            .write_image_data(&images.pixels[i * 784..(i + 1) * 784])
+            .unwrap();
+    }
+    folder
+}
+
+/// `init --images` on 28x28 images drafts two convolution blocks and offers augmentation
+/// (800 training images); the draft, augmentation uncommented, trains and learns.
+#[test]
+fn init_drafts_a_cnn_for_images_of_16_pixels_or_more() {
+    let dir = scratch("cnn-init");
+    let folder = fashion_png_folders(&dir);
+    let o = ember(&["init", "--images", path_str(&folder)]);
+    ok(&o);
+    let why = stderr(&o);
+    assert!(
+        why.contains(
+            "a convolutional network: the images are at least 16 pixels on a side; 2 block(s)"
+        ),
+        "{why}"
+    );
+    assert!(why.contains("[model.augment] is offered"), "{why}");
+    let draft = stdout(&o)
+        .replace("# [model.augment]", "[model.augment]")
+        .replace("# crop_padding", "crop_padding")
+        .replace("# flip", "flip");
+    let cfg = config(&dir, "drafted.toml", &draft);
+    let run = dir.join("run");
+    ok(&train_on_cpu(&cfg, &run, &["--epochs", "4"]));
+    let acc = summary(&run)["final_metrics"]["valid_accuracy"]
+        .as_f64()
+        .unwrap();
+    // 10 classes of 80 training images each: chance is 10 %.
+    assert!(acc > 0.6, "valid accuracy {acc}");
+    let resolved = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(resolved.contains("[model.augment]") && resolved.contains("[[model.conv]]"));
 }
 
 #[test]
@@ -183,6 +250,22 @@ fn bad_convolutions_get_one_line() {
         (
             "inputs = 784\nimage = [1, 28, 27]\n[[model.conv]]\n",
             "model.image = [1, 28, 27] holds 756 values, but model.inputs = 784",
+        ),
+        (
+            "[model.augment]\nflip = true\n",
+            "model.augment is not used without [[model.conv]] blocks",
+        ),
+        (
+            "[[model.conv]]\n[model.augment]\ncrop_padding = 28\n",
+            "model.augment.crop_padding = 28 must be smaller than the 28x28 images' sides",
+        ),
+        (
+            "[[model.conv]]\n[model.augment]\ncrop_padding = 0\nflip = false\n",
+            "model.augment with crop_padding = 0 and flip = false changes nothing",
+        ),
+        (
+            "[[model.conv]]\n[model.augment]\nmirror = true\n",
+            "unknown field `mirror`",
         ),
     ];
     for (i, (blocks, needle)) in cases.iter().enumerate() {

@@ -28,12 +28,13 @@ enum File {
 }
 
 /// The tables whose keys serde checks, as the reference heads them (`""` for the top level).
-const PROBED: [(File, &str); 11] = [
+const PROBED: [(File, &str); 12] = [
     (File::Job, ""),
     (File::Job, "[data]"),
     (File::Job, "[[data.encoding]]"),
     (File::Job, "[model]"),
     (File::Job, "[[model.conv]]"),
+    (File::Job, "[model.augment]"),
     (File::Job, "[sgd]"),
     (File::Job, "[adam]"),
     (File::Job, "[adamw]"),

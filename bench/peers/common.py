@@ -49,6 +49,7 @@ WORKLOADS = {
     "w1": dict(batch=64, orig_epochs=20),
     "w2": dict(batch=2048, orig_epochs=200),
     "w3": dict(batch=128, orig_epochs=300),
+    "w4": dict(batch=64, orig_epochs=15),  # configs/fashion-cnn.toml
 }
 
 

@@ -4,7 +4,8 @@
 use super::{
     Activation, Channels, ClassWeight, DataSpec, EarlyStopping, Fold, ImageSpec, Init, InputScale,
     JobConfig, ModelKind, ModelSpec, Monitor, OptimizerSpec, Pooling, Preset, RawAdam, RawConfig,
-    RawSchedule, RawSgd, ScheduleKind, ScheduleSpec, Source, Standardization, TableSpec, Task,
+    RawModel, RawSchedule, RawSgd, ScheduleKind, ScheduleSpec, Source, Standardization, TableSpec,
+    Task,
 };
 use crate::data::columns::ColumnKind;
 use crate::error::Result;
@@ -100,6 +101,34 @@ fn reject(field: &str, given: bool, why: &str) -> Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// linear-scalar's fixed model: the keys of other networks are refused.
+fn linear_scalar_model(
+    m: &RawModel,
+    init: Init,
+    inputs: Option<usize>,
+    outputs: Option<usize>,
+) -> Result<ModelSpec> {
+    let why = "by the linear-scalar job (its model is fixed)";
+    reject("model.hidden", m.hidden.is_some(), why)?;
+    reject("model.activation", m.activation.is_some(), why)?;
+    reject("model.dropout", m.dropout.is_some(), why)?;
+    reject("model.conv", m.conv.is_some(), why)?;
+    reject("model.augment", m.augment.is_some(), why)?;
+    Ok(ModelSpec {
+        kind: ModelKind::LinearScalar,
+        hidden: Vec::new(),
+        activation: Activation::Identity,
+        dropout: 0.0,
+        init,
+        inputs,
+        outputs,
+        conv: Vec::new(),
+        pooling: Pooling::Flatten,
+        image: None,
+        augment: None,
+    })
 }
 
 fn non_negative(name: &str, value: f64) -> Result<f64> {
@@ -276,23 +305,7 @@ impl RawConfig {
         let inputs = positive_rows("model.inputs", m.inputs)?;
         let outputs = positive_rows("model.outputs", m.outputs)?;
         if self.job == Some(Preset::LinearScalar) {
-            let why = "by the linear-scalar job (its model is fixed)";
-            reject("model.hidden", m.hidden.is_some(), why)?;
-            reject("model.activation", m.activation.is_some(), why)?;
-            reject("model.dropout", m.dropout.is_some(), why)?;
-            reject("model.conv", m.conv.is_some(), why)?;
-            return Ok(ModelSpec {
-                kind: ModelKind::LinearScalar,
-                hidden: Vec::new(),
-                activation: Activation::Identity,
-                dropout: 0.0,
-                init,
-                inputs,
-                outputs,
-                conv: Vec::new(),
-                pooling: Pooling::Flatten,
-                image: None,
-            });
+            return linear_scalar_model(m, init, inputs, outputs);
         }
         let hidden = match (&m.hidden, defaults.hidden) {
             (Some(h), _) => h.clone(),
@@ -315,7 +328,9 @@ impl RawConfig {
             let why = "without [[model.conv]] blocks";
             reject("model.pooling", m.pooling.is_some(), why)?;
             reject("model.image", m.image.is_some(), why)?;
+            reject("model.augment", m.augment.is_some(), why)?;
         }
+        let augment = m.augment.as_ref().map(|a| a.check()).transpose()?;
         if let Some(image) = m.image
             && image.contains(&0)
         {
@@ -332,6 +347,9 @@ impl RawConfig {
         if let (Some(n), false) = (inputs, conv.is_empty()) {
             super::conv::check_image(m.image, n, &conv)?;
         }
+        if let (Some(a), Some(image)) = (augment, m.image) {
+            a.check_fits(image)?;
+        }
         Ok(ModelSpec {
             kind: if conv.is_empty() {
                 ModelKind::Mlp
@@ -347,6 +365,7 @@ impl RawConfig {
             conv,
             pooling: m.pooling.unwrap_or(Pooling::Flatten),
             image: m.image,
+            augment,
         })
     }
 

@@ -10,12 +10,14 @@
 //! width, class names, standardisation statistics) is saved with each run as `config.toml`, so
 //! a run can be resumed, evaluated and exported from its folder alone.
 
+pub mod augment;
 mod check;
 mod class_weight;
 pub mod conv;
 mod overrides;
 mod raw;
 
+pub use augment::Augment;
 pub use class_weight::{ClassWeight, class_counts, is_weight};
 pub use conv::{ConvSpec, Pooling};
 pub use raw::{RawAdam, RawConfig, RawData, RawEarlyStopping, RawModel, RawSchedule, RawSgd};
@@ -348,6 +350,15 @@ pub struct ModelSpec {
     pub pooling: Pooling,
     /// A convolutional network's `[channels, height, width]` input, once known from the data.
     pub image: Option<[usize; 3]>,
+    /// A convolutional network's train-time augmentation.
+    pub augment: Option<Augment>,
+}
+
+impl ModelSpec {
+    /// Whether a training step draws from the step's seed (dropout masks, augmentation).
+    pub fn draws_per_step(&self) -> bool {
+        self.dropout > 0.0 || self.augment.is_some()
+    }
 }
 
 /// A checked job: every value here has passed validation.
@@ -482,6 +493,7 @@ impl JobConfig {
                 outputs: m.outputs,
                 pooling: cnn.then_some(m.pooling),
                 image: m.image,
+                augment: m.augment.map(Augment::to_raw),
                 conv: cnn.then(|| m.conv.iter().map(|b| b.to_raw()).collect()),
             },
             sgd,

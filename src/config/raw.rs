@@ -1,6 +1,7 @@
 //! The job file exactly as written: every field optional but checked by serde for its type and
 //! spelling (unknown keys and unknown enum values are errors that name the line).
 
+use super::augment::RawAugment;
 use super::conv::{Pooling, RawConv};
 use super::{
     Activation, Channels, ClassWeight, Init, InputScale, Monitor, Preset, ScheduleKind, Source,
@@ -231,6 +232,9 @@ pub struct RawModel {
     /// data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<[usize; 3]>,
+    /// A convolutional network's train-time augmentation (`[model.augment]`; absent, none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub augment: Option<RawAugment>,
     /// Convolution blocks before the hidden layers (`[[model.conv]]`, last: TOML writes arrays
     /// of tables after the plain keys).
     #[serde(skip_serializing_if = "Option::is_none")]

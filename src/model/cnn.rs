@@ -10,13 +10,14 @@
 //! the unbiased one (a factor N/(N−1): under 0.01 % for a batch of 64 images of 28×28). Its running statistics are module state: saved in checkpoints and model files,
 //! and used (in place of the batch's) by validation, `eval` and `predict`.
 
+use super::augment::augment;
 use super::mlp::{Mlp, MlpBatch};
 use super::{
     EmberModel, PREDICT_CHUNK, Predict, StepOutput, TorchNames, draw_uniform, init_bound,
     matrix_rows, param, rows_of, train_output,
 };
 use crate::config::conv::{feature_shape, head_inputs};
-use crate::config::{Activation, ConvSpec, Init, JobConfig, Pooling};
+use crate::config::{Activation, Augment, ConvSpec, Init, JobConfig, Pooling};
 use crate::data::HostSplit;
 use crate::device::TrainBackend;
 use crate::ops::{self, EmberBackend};
@@ -49,6 +50,8 @@ pub struct Shape {
     pub image: [usize; 3],
     pub pooling: Pooling,
     pub activation: Activation,
+    /// The training steps' augmentation, if any.
+    pub augment: Option<Augment>,
 }
 
 #[derive(Module, Debug)]
@@ -91,11 +94,23 @@ impl<B: Backend> ConvBlock<B> {
         }
     }
 
+    /// The zeros on each side (ember's convolutions pad every side alike).
+    fn padding(&self) -> usize {
+        match self.conv.padding {
+            PaddingConfig2d::Explicit(p, ..) => p,
+            _ => unreachable!("ember's convolutions pad explicitly"),
+        }
+    }
+
     fn forward(&self, x: Tensor<B, 4>, activation: Activation) -> Tensor<B, 4>
     where
         B: EmberBackend,
     {
-        let mut x = self.conv.forward(x);
+        // ember's convolution: Burn's `Conv2d::forward` on the GPU backends, a kernel of ember's
+        // own on the CPU (see `ops::conv`).
+        let bias = self.conv.bias.as_ref().map(|b| b.val());
+        let weight = self.conv.weight.val();
+        let mut x = ops::conv(x, weight, bias, self.conv.stride[0], self.padding());
         if let Some(norm) = &self.norm {
             x = normalize(norm, x);
         }
@@ -195,19 +210,28 @@ impl<B: EmberBackend> Cnn<B> {
                 image,
                 pooling: spec.pooling,
                 activation: spec.activation,
+                augment: spec.augment,
             },
         }
     }
 
     /// Outputs `[n, outputs]` of image rows `[n, height × width × channels]`.
     pub fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.forward_maps(self.maps(x))
+    }
+
+    /// Image rows as `[n, channels, height, width]` maps.
+    fn maps(&self, x: Tensor<B, 2>) -> Tensor<B, 4> {
         let n = x.dims()[0];
         let [c, h, w] = self.shape.image;
-        let mut maps: Tensor<B, 4> = if c == 1 {
+        if c == 1 {
             x.reshape([n, 1, h, w])
         } else {
             x.reshape([n, h, w, c]).permute([0, 3, 1, 2])
-        };
+        }
+    }
+
+    fn forward_maps(&self, mut maps: Tensor<B, 4>) -> Tensor<B, 2> {
         for block in &self.blocks {
             maps = block.forward(maps, self.shape.activation);
         }
@@ -218,9 +242,14 @@ impl<B: EmberBackend> Cnn<B> {
         self.mlp.forward(features)
     }
 
-    fn step_output(&self, batch: MlpBatch<B>, metrics: bool) -> StepOutput<B> {
-        let out = self.forward(batch.inputs);
-        self.mlp.head_output(out, batch.targets, metrics)
+    /// A step's outputs; a training step augments its images first, when the job says so.
+    fn step_output(&self, batch: MlpBatch<B>, training: bool) -> StepOutput<B> {
+        let mut maps = self.maps(batch.inputs);
+        if let (true, Some(a)) = (training, self.shape.augment) {
+            maps = augment(maps, a, ops::dropout::next_seed());
+        }
+        let out = self.forward_maps(maps);
+        self.mlp.head_output(out, batch.targets, !training)
     }
 }
 
@@ -278,10 +307,7 @@ impl<B: EmberBackend> EmberModel<B> for Cnn<B> {
                     outputs,
                     kernel,
                     stride: b.conv.stride[0],
-                    padding: match b.conv.padding {
-                        PaddingConfig2d::Explicit(p, ..) => p,
-                        _ => unreachable!("ember's convolutions pad explicitly"),
-                    },
+                    padding: b.padding(),
                     pool: b.pool,
                     weight: host(b.conv.weight.val().flatten(0, 3)),
                     bias: (b.conv.bias.as_ref())
@@ -326,7 +352,7 @@ impl<B: TrainBackend> TrainStep for Cnn<B> {
     type Output = StepOutput<B>;
 
     fn step(&self, batch: MlpBatch<B>) -> TrainOutput<StepOutput<B>> {
-        train_output(self, self.step_output(batch, false))
+        train_output(self, self.step_output(batch, true))
     }
 }
 
@@ -335,13 +361,14 @@ impl<B: EmberBackend> InferenceStep for Cnn<B> {
     type Output = StepOutput<B>;
 
     fn step(&self, batch: MlpBatch<B>) -> StepOutput<B> {
-        self.step_output(batch, true)
+        self.step_output(batch, false)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::mlp::Targets;
     use burn::backend::{Autodiff, Flex};
     use burn::module::AutodiffModule;
     use burn::nn::BatchNormConfig;
@@ -399,5 +426,40 @@ mod tests {
         let x = Tensor::<Flex, 4>::random([2, 4, 3, 3], Distribution::Default, &device);
         let a = normalize(&ours.valid(), x.clone()).into_data();
         a.assert_approx_eq(&burns.valid().forward(x).into_data(), tol);
+    }
+
+    /// A job on 8x8 images with one block, with or without `[model.augment]`.
+    fn job(augment: &str) -> JobConfig {
+        let text = format!(
+            "task = \"classification\"\n[data]\nsource = \"idx\"\n\
+             [model]\nhidden = []\ninputs = 64\noutputs = 3\nimage = [1, 8, 8]\n\
+             [[model.conv]]\nchannels = 2\n{augment}[sgd]\nlr = 0.1\n"
+        );
+        let raw = crate::config::parse(std::path::Path::new("t.toml"), &text).unwrap();
+        raw.check().unwrap()
+    }
+
+    /// Training steps see each step's own shifted and mirrored images; validation steps, and
+    /// a job without augmentation, see the images as they are.
+    #[test]
+    fn training_steps_augment_by_the_step_seed_and_validation_does_not() {
+        let device = Default::default();
+        let pixels: Vec<f32> = (0..6 * 64)
+            .map(|i| ((i * 37) % 101) as f32 / 100.0)
+            .collect();
+        let loss_of = |model: &Cnn<A>, seed: u64, training: bool| -> f32 {
+            ops::dropout::seed_step::<A>(&device, seed);
+            let batch = MlpBatch {
+                inputs: Tensor::from_data(TensorData::new(pixels.clone(), [6, 64]), &device),
+                targets: Targets::Classes(Tensor::from_data([0, 1, 2, 0, 1, 2], &device)),
+            };
+            model.step_output(batch, training).loss.into_scalar()
+        };
+        let augmented = Cnn::<A>::init(&job("[model.augment]\n"), &device);
+        assert_eq!(loss_of(&augmented, 1, true), loss_of(&augmented, 1, true));
+        assert_ne!(loss_of(&augmented, 1, true), loss_of(&augmented, 2, true));
+        assert_eq!(loss_of(&augmented, 1, false), loss_of(&augmented, 2, false));
+        let plain = Cnn::<A>::init(&job(""), &device);
+        assert_eq!(loss_of(&plain, 1, true), loss_of(&plain, 2, true));
     }
 }

@@ -2,6 +2,7 @@
 //! linear-scalar's own), and what they share: the step output whose statistics stay on the device, and weight initialisation drawn
 //! on the host.
 
+pub mod augment;
 pub mod cnn;
 pub mod linear_scalar;
 pub mod mlp;

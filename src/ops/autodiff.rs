@@ -152,6 +152,74 @@ impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
         }
     }
 
+    fn conv(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        geometry: (usize, usize),
+    ) -> FloatTensor<Self> {
+        /// Keeps the input and the weights; `N` is 3 with a bias, 2 without.
+        #[derive(Debug)]
+        struct ConvBackward<const N: usize>((usize, usize));
+
+        impl<B: EmberBackend, const N: usize> Backward<B, N> for ConvBackward<N> {
+            type State = (B::FloatTensorPrimitive, B::FloatTensorPrimitive);
+
+            fn backward(
+                self,
+                ops: Ops<Self::State, N>,
+                grads: &mut Gradients,
+                _: &mut Checkpointer,
+            ) {
+                let grad = grads.consume::<B>(&ops.node);
+                let (x, weight) = ops.state;
+                let parents = ops.parents;
+                let need = (parents[0].is_some(), N == 3 && parents[N - 1].is_some());
+                let (dx, dw, db) = B::conv_backward(x, weight, grad, self.0, need);
+                let mut each = [dx, Some(dw), db].into_iter();
+                for node in parents {
+                    if let (Some(node), Some(Some(g))) = (node, each.next()) {
+                        grads.register::<B>(node.id, g);
+                    }
+                }
+            }
+        }
+
+        let inner = |bias: Option<&FloatTensor<Self>>| {
+            B::conv(
+                x.primitive.clone(),
+                weight.primitive.clone(),
+                bias.map(|b| b.primitive.clone()),
+                geometry,
+            )
+        };
+        let state = || (x.primitive.clone(), weight.primitive.clone());
+        match &bias {
+            Some(b) => {
+                let parents = [x.node.clone(), weight.node.clone(), b.node.clone()];
+                match ConvBackward::<3>(geometry)
+                    .prepare::<C>(parents)
+                    .compute_bound()
+                    .stateful()
+                {
+                    OpsKind::Tracked(prep) => prep.finish(state(), inner(Some(b))),
+                    OpsKind::UnTracked(prep) => prep.finish(inner(Some(b))),
+                }
+            }
+            None => {
+                let parents = [x.node.clone(), weight.node.clone()];
+                match ConvBackward::<2>(geometry)
+                    .prepare::<C>(parents)
+                    .compute_bound()
+                    .stateful()
+                {
+                    OpsKind::Tracked(prep) => prep.finish(state(), inner(None)),
+                    OpsKind::UnTracked(prep) => prep.finish(inner(None)),
+                }
+            }
+        }
+    }
+
     fn batch_norm(
         x: FloatTensor<Self>,
         gamma: FloatTensor<Self>,

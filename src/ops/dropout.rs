@@ -26,15 +26,15 @@ pub fn seed_step<B: Backend>(device: &B::Device, seed: u64) {
     STEP.set((seed, 0));
 }
 
-/// The next dropout call's seed on this thread.
-fn next_seed() -> u64 {
+/// The next seeded draw of this thread's step: a dropout call's, or the augmentation's.
+pub(crate) fn next_seed() -> u64 {
     let (seed, calls) = STEP.get();
     STEP.set((seed, calls + 1));
     mix(seed ^ calls.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
 /// SplitMix64's finaliser: a well-mixed 64-bit value from any input.
-pub(super) fn mix(mut z: u64) -> u64 {
+pub(crate) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

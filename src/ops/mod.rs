@@ -16,6 +16,7 @@
 mod autodiff;
 mod batch_norm;
 mod bce;
+mod conv;
 pub mod dropout;
 pub mod kernels;
 mod scalar_mse;
@@ -231,6 +232,29 @@ pub trait EmberBackend: Backend {
         bce_composed_backward::<Self>(logits, y, dloss)
     }
 
+    /// The 2-d convolution of `x` `[n, cin, h, w]` with `weight` `[cout, cin, k, k]` at `stride`,
+    /// `padding` zeros on every side, plus `bias` `[cout]`: Burn's `conv2d`.
+    fn conv(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        (stride, padding): (usize, usize),
+    ) -> FloatTensor<Self> {
+        Self::conv2d(x, weight, bias, conv_options(stride, padding))
+    }
+
+    /// The gradients of [`EmberBackend::conv`] for `x` (when `need_dx`), the weights, and the
+    /// bias (when `need_bias`), given the output's gradient: Burn's backward operations.
+    fn conv_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        (stride, padding): (usize, usize),
+        (need_dx, need_bias): (bool, bool),
+    ) -> ConvGrads<Self> {
+        conv_backward_composed::<Self>(x, weight, grad, (stride, padding), (need_dx, need_bias))
+    }
+
     /// Batch normalisation in training of `x` `[n, c, s]` with `gamma` and `beta` `[c]`: the
     /// output, and the batch's mean and biased variance `[c]` (for the running statistics).
     fn batch_norm(
@@ -298,6 +322,38 @@ pub trait EmberBackend: Backend {
         let x = Self::float_mul(x, mask);
         Self::float_mul_scalar(x, (1.0 / (1.0 - p)).into())
     }
+}
+
+/// The gradients of a convolution: input (when asked), weights, bias (when asked).
+pub type ConvGrads<B> = (
+    Option<FloatTensor<B>>,
+    FloatTensor<B>,
+    Option<FloatTensor<B>>,
+);
+
+/// Burn's options for ember's convolutions: square stride and padding, no dilation or groups.
+fn conv_options(stride: usize, padding: usize) -> burn::tensor::ops::ConvOptions<2> {
+    burn::tensor::ops::ConvOptions::new([stride; 2], [padding; 2], [1, 1], 1)
+}
+
+/// [`EmberBackend::conv_backward`] in Burn's operations (what CUDA and wgpu run).
+pub(crate) fn conv_backward_composed<B: Backend>(
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    (stride, padding): (usize, usize),
+    (need_dx, need_bias): (bool, bool),
+) -> ConvGrads<B> {
+    let options = || conv_options(stride, padding);
+    let dx =
+        need_dx.then(|| B::conv2d_x_backward(x.clone(), weight.clone(), grad.clone(), options()));
+    let cout = grad.shape()[1];
+    let db = need_bias.then(|| {
+        let sum = B::float_sum_dim(B::float_sum_dim(grad.clone(), 3), 2);
+        B::float_reshape(B::float_sum_dim(sum, 0), Shape::new([cout]))
+    });
+    let dw = B::conv2d_weight_backward(x, weight, grad, options());
+    (dx, dw, db)
 }
 
 /// [`EmberBackend::batch_norm`] in Burn's operations (what CUDA and wgpu run).
@@ -562,6 +618,23 @@ pub fn batch_norm<B: EmberBackend>(
     )
 }
 
+/// The 2-d convolution of `x` `[n, cin, h, w]` through ember's backend extension: `weight`
+/// `[cout, cin, k, k]`, optional `bias` `[cout]`, square `stride` and zero `padding`.
+pub fn conv<B: EmberBackend>(
+    x: Tensor<B, 4>,
+    weight: Tensor<B, 4>,
+    bias: Option<Tensor<B, 1>>,
+    stride: usize,
+    padding: usize,
+) -> Tensor<B, 4> {
+    Tensor::from_primitive(TensorPrimitive::Float(B::conv(
+        x.into_primitive().tensor(),
+        weight.into_primitive().tensor(),
+        bias.map(|b| b.into_primitive().tensor()),
+        (stride, padding),
+    )))
+}
+
 /// `x · scale + shift` per channel of `[n, c, s]` maps, through ember's backend extension.
 pub fn channel_affine<B: EmberBackend>(
     x: Tensor<B, 3>,
@@ -655,6 +728,25 @@ impl EmberBackend for Flex {
         dloss: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
         bce::backward(logits, y, dloss)
+    }
+
+    fn conv(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        (stride, padding): (usize, usize),
+    ) -> FloatTensor<Self> {
+        conv::forward(x, weight, bias, stride, padding)
+    }
+
+    fn conv_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        geometry: (usize, usize),
+        (need_dx, need_bias): (bool, bool),
+    ) -> ConvGrads<Self> {
+        conv::backward(x, weight, grad, geometry, need_dx, need_bias)
     }
 
     fn batch_norm(

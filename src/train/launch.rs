@@ -325,7 +325,11 @@ impl TrainTask<'_> {
             ),
             checkpoint_every: Duration::from_secs_f64(self.args.checkpoint_every.max(0.0)),
             wait_for_checkpoints: self.device != Device::Cpu,
-            dropout_seed: (self.config.model.dropout > 0.0).then_some(self.config.seed),
+            step_seed: self
+                .config
+                .model
+                .draws_per_step()
+                .then_some(self.config.seed),
             clip_grad_norm: self.config.clip_grad_norm,
             target_std: self.config.target_std(),
             tensorboard: self.config.tensorboard,

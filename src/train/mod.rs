@@ -343,6 +343,9 @@ fn resolve_image(config: &mut JobConfig, data: &HostData) -> Result<()> {
         }
         _ => config.model.image = Some(found),
     }
+    if let Some(augment) = config.model.augment {
+        augment.check_fits(found)?;
+    }
     config::conv::feature_shape(found, &config.model.conv).map(|_| ())
 }
 

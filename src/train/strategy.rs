@@ -60,10 +60,10 @@ pub struct EmberStrategy<LC: LearningComponentsTypes> {
     /// thread goes on ("Should have handle for tensor" in `burn-ir`); the CPU backend has no
     /// such race, and there the write overlaps the next epoch.
     pub wait_for_checkpoints: bool,
-    /// With dropout, the run's seed: each step's masks are drawn from (seed, epoch, step), so
-    /// a resumed run draws the same ones (`ops::dropout::seed_step`); no record saves a
-    /// generator's state.
-    pub dropout_seed: Option<u64>,
+    /// With dropout or augmentation, the run's seed: each step's masks, shifts and mirrors are
+    /// drawn from (seed, epoch, step), so a resumed run draws the same ones
+    /// (`ops::dropout::seed_step`); no record saves a generator's state.
+    pub step_seed: Option<u64>,
     /// Scale the gradients to this global norm at most, between backward and the update.
     pub clip_grad_norm: Option<f64>,
     /// A standardised regression target's deviation: the history is kept in its units.
@@ -167,7 +167,7 @@ where
         while let Some(batch) = iter.next() {
             step += 1;
             learner.lr_step();
-            if let Some(seed) = self.dropout_seed {
+            if let Some(seed) = self.step_seed {
                 crate::ops::dropout::seed_step::<LC::Backend>(
                     &self.device,
                     step_seed(seed, epoch, step),
