@@ -57,14 +57,16 @@ fn schema_keys(file: File, table: &str, dir: &Path) -> BTreeSet<String> {
         File::Sweep => ember(&["sweep", "plan", path_str(&path)]),
     };
     let err = stderr(&out);
+    // serde writes "expected one of `a`, `b`, `c`", or for two keys "expected `a` or `b`".
     let list = err
-        .split("expected one of ")
+        .split("expected ")
         .nth(1)
         .unwrap_or_else(|| panic!("{file:?} {table}: no list of keys in {err}"));
-    list.lines()
-        .next()
-        .unwrap()
+    let list = list.lines().next().unwrap();
+    list.strip_prefix("one of ")
+        .unwrap_or(list)
         .split(", ")
+        .flat_map(|k| k.split(" or "))
         .map(|k| k.trim().trim_matches('`').to_string())
         .collect()
 }
