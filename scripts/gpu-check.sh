@@ -253,10 +253,12 @@ log "fashion-mlp, $FULL_EPOCHS epochs on $DEV"
   --out "$OUT/runs/fashion-mlp-full-$DEV" --quiet 2>&1 | tee -a "$OUT/steps.log" || true
 
 : > "$OUT/bench.jsonl"
+# The record names the config file's job (fashion-cnn's own config calls its network "cnn").
 for job in fashion-mlp tabular-mlp linear-scalar fashion-cnn; do
   log "ember bench $job on $DEV"
   "$EMBER" bench "configs/$job.toml" --device "$DEV" --epochs "${BENCH_EPOCHS[$job]}" "${LIMIT[@]}" \
-    --json 2>>"$OUT/steps.log" | grep '^{' >> "$OUT/bench.jsonl" || true
+    --json 2>>"$OUT/steps.log" | grep '^{' \
+    | sed "s/^{\"job\":\"[^\"]*\"/{\"job\":\"$job\"/" >> "$OUT/bench.jsonl" || true
 done
 
 log "ember bench fashion-mlp --replicas $REPLICAS on $DEV"
