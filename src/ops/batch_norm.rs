@@ -5,7 +5,7 @@
 //! variance and one writing the output; the backward one pass for the two sums and one writing
 //! the gradient. Sums are accumulated in f64.
 
-use super::kernels::contiguous;
+use super::kernels::values;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
@@ -14,12 +14,6 @@ use rayon::prelude::*;
 fn dims(x: &FlexTensor) -> (usize, usize, usize) {
     let shape = x.layout().shape();
     (shape[0], shape[1], shape[2])
-}
-
-/// The values of `x` (all `len` of them), contiguous.
-fn values(x: FlexTensor, len: usize) -> Vec<f32> {
-    let (x, range) = contiguous(x, len);
-    x.storage::<f32>()[range].to_vec()
 }
 
 /// `f(channel, the offsets of its n blocks of s values)` for every channel, on the pool.

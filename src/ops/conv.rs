@@ -11,7 +11,7 @@
 //! as the resumed runs need.
 
 use super::Activation;
-use super::kernels::{assume_init, contiguous, gemm_block, uninit};
+use super::kernels::{assume_init, gemm_block, uninit, values};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
@@ -145,15 +145,25 @@ fn col2im(col: &[f32], g: &Geometry, image: &mut [f32]) {
     });
 }
 
-/// The values of `t`, contiguous.
-fn values(t: FlexTensor, len: usize) -> Vec<f32> {
-    let (t, range) = contiguous(t, len);
-    t.storage::<f32>()[range].to_vec()
-}
-
 /// `[rows, cols]` row-major at `p`, as the gemm calls take it.
 fn rows(p: *const f32, cols: usize) -> (*const f32, isize, isize) {
     (p, cols as isize, 1)
+}
+
+/// `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]` on this thread (the callers are
+/// already spread over the pool, an image or a chunk of images each).
+///
+/// # Safety
+/// As for `kernels::gemm_block`, with `dst` rows `n` apart.
+unsafe fn product(
+    dst: *mut f32,
+    (m, n, k): (usize, usize, usize),
+    keep: bool,
+    operands: ((*const f32, isize, isize), (*const f32, isize, isize)),
+) {
+    let (identity, serial) = (Activation::Identity, gemm::Parallelism::None);
+    // SAFETY: forwarded from the caller.
+    unsafe { gemm_block(dst, n, (m, n, k), keep, operands, identity, serial) }
 }
 
 /// The convolution of `x` `[n, cin, h, w]` with `weight` `[cout, cin, k, k]`, stride and zero
@@ -179,21 +189,9 @@ pub fn forward(
                 im2col(image, &g, col);
                 let out = out.as_mut_ptr().cast::<f32>();
                 let operands = (rows(weight.as_ptr(), patch), rows(col.as_ptr(), pixels));
-                let serial = gemm::Parallelism::None;
                 // SAFETY: `out` holds cout × pixels elements, written (not read) here; the
                 // operands are the whole weight and column buffers.
-                unsafe {
-                    let size = (g.cout, pixels, patch);
-                    gemm_block(
-                        out,
-                        pixels,
-                        size,
-                        false,
-                        operands,
-                        Activation::Identity,
-                        serial,
-                    );
-                }
+                unsafe { product(out, (g.cout, pixels, patch), false, operands) };
                 if let Some(b) = &bias {
                     // SAFETY: the product wrote every element.
                     let out = unsafe { std::slice::from_raw_parts_mut(out, g.cout * pixels) };
@@ -247,22 +245,10 @@ fn weight_grads(x: &[f32], grad: &[f32], g: &Geometry) -> (Vec<f32>, Vec<f32>) {
             let dz = &grad[i * g.cout * pixels..][..g.cout * pixels];
             // colᵀ: element (pixel, row) of col [patch, pixels] sits at row·pixels + pixel.
             let col_t = (col.as_ptr(), 1, pixels as isize);
+            let operands = (rows(dz.as_ptr(), pixels), col_t);
             // SAFETY: dw holds cout × patch initialised elements; dz is cout × pixels and
             // col patch × pixels.
-            unsafe {
-                let size = (g.cout, patch, pixels);
-                let operands = (rows(dz.as_ptr(), pixels), col_t);
-                let serial = gemm::Parallelism::None;
-                gemm_block(
-                    dw.as_mut_ptr(),
-                    patch,
-                    size,
-                    true,
-                    operands,
-                    Activation::Identity,
-                    serial,
-                );
-            }
+            unsafe { product(dw.as_mut_ptr(), (g.cout, patch, pixels), true, operands) };
             for (sum, channel) in db.iter_mut().zip(dz.chunks(pixels)) {
                 *sum += channel.iter().sum::<f32>();
             }
@@ -293,21 +279,9 @@ fn input_grad(weight: &[f32], grad: &[f32], g: &Geometry) -> Vec<f32> {
             |dcol, (dx, dz)| {
                 // Wᵀ: element (row, channel) of W [cout, patch] sits at channel·patch + row.
                 let w_t = (weight.as_ptr(), 1, patch as isize);
+                let operands = (w_t, rows(dz.as_ptr(), pixels));
                 // SAFETY: dcol holds patch × pixels elements, written here; dz is cout × pixels.
-                unsafe {
-                    let size = (patch, pixels, g.cout);
-                    let operands = (w_t, rows(dz.as_ptr(), pixels));
-                    let serial = gemm::Parallelism::None;
-                    gemm_block(
-                        dcol.as_mut_ptr(),
-                        pixels,
-                        size,
-                        false,
-                        operands,
-                        Activation::Identity,
-                        serial,
-                    );
-                }
+                unsafe { product(dcol.as_mut_ptr(), (patch, pixels, g.cout), false, operands) };
                 col2im(dcol, g, dx);
             },
         );
@@ -324,6 +298,16 @@ mod tests {
 
     type A = Autodiff<Flex>;
 
+    /// Values in [-1, 1] of the given shape, from the index and `salt` alone: the backend's
+    /// generator is shared by the tests' threads.
+    fn inputs(shape: Vec<usize>, salt: u64) -> TensorData {
+        let len = shape.iter().product::<usize>() as u64;
+        let values: Vec<f32> = (0..len)
+            .map(|i| (crate::ops::dropout::mix(i ^ salt << 32) % 2001) as f32 / 1000.0 - 1.0)
+            .collect();
+        TensorData::new(values, shape)
+    }
+
     /// (n, cin, h, w, cout, k, stride, padding, bias)
     type Case = (usize, usize, usize, usize, usize, usize, usize, usize, bool);
 
@@ -332,18 +316,10 @@ mod tests {
     fn run(case: Case, ours: bool) -> Vec<Vec<f32>> {
         let (n, cin, h, w, cout, k, stride, pad, with_bias) = case;
         let device = Default::default();
-        // Inputs from the index alone: the backend's generator is shared by the tests' threads.
-        let fill = |shape: Vec<usize>, salt: u64| {
-            let len = shape.iter().product::<usize>();
-            let values: Vec<f32> = (0..len as u64)
-                .map(|i| (crate::ops::dropout::mix(i ^ salt << 32) % 2001) as f32 / 1000.0 - 1.0)
-                .collect();
-            TensorData::new(values, shape)
-        };
-        let x = Tensor::<A, 4>::from_data(fill(vec![n, cin, h, w], 1), &device).require_grad();
+        let x = Tensor::<A, 4>::from_data(inputs(vec![n, cin, h, w], 1), &device).require_grad();
         let weight =
-            Tensor::<A, 4>::from_data(fill(vec![cout, cin, k, k], 2), &device).require_grad();
-        let bias = Tensor::<A, 1>::from_data(fill(vec![cout], 3), &device).require_grad();
+            Tensor::<A, 4>::from_data(inputs(vec![cout, cin, k, k], 2), &device).require_grad();
+        let bias = Tensor::<A, 1>::from_data(inputs(vec![cout], 3), &device).require_grad();
         let b = with_bias.then(|| bias.clone());
         let y = if ours {
             ops::conv(x.clone(), weight.clone(), b, stride, pad)
@@ -351,7 +327,7 @@ mod tests {
             let options = ConvOptions::new([stride; 2], [pad; 2], [1, 1], 1);
             burn::tensor::module::conv2d(x.clone(), weight.clone(), b, options)
         };
-        let r = Tensor::<A, 4>::from_data(fill(y.dims().to_vec(), 4), &device);
+        let r = Tensor::<A, 4>::from_data(inputs(y.dims().to_vec(), 4), &device);
         let grads = (y.clone() * r).sum().backward();
         let host = |t: Tensor<Flex, 4>| t.into_data().to_vec::<f32>().unwrap();
         let mut out = vec![
@@ -399,10 +375,7 @@ mod tests {
     fn the_composed_backward_matches_the_kernel() {
         let device = Default::default();
         let input = |shape: [usize; 4], salt: u64| {
-            let values: Vec<f32> = (0..shape.iter().product::<usize>() as u64)
-                .map(|i| (crate::ops::dropout::mix(i ^ salt << 32) % 2001) as f32 / 1000.0 - 1.0)
-                .collect();
-            Tensor::<Flex, 4>::from_data(TensorData::new(values, shape), &device)
+            Tensor::<Flex, 4>::from_data(inputs(shape.to_vec(), salt), &device)
                 .into_primitive()
                 .tensor()
         };

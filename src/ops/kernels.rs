@@ -437,6 +437,12 @@ pub(super) fn derivative(act: super::Activation) -> Option<GradPass> {
     }
 }
 
+/// The first `len` values of `t`, contiguous, as a vector of their own.
+pub(super) fn values(t: FlexTensor, len: usize) -> Vec<f32> {
+    let (t, range) = contiguous(t, len);
+    t.storage::<f32>()[range].to_vec()
+}
+
 /// `t` contiguous (a copy only when it is not), and the range of its first `len` values in its
 /// storage.
 pub(super) fn contiguous(t: FlexTensor, len: usize) -> (FlexTensor, std::ops::Range<usize>) {
