@@ -5,6 +5,11 @@ define it), with load_state_dict(strict=True), and measures its accuracy on the 
 test images the way the quickstart's test_loop does (torchvision's FashionMNIST + ToTensor,
 batches of 64).
 
+A run of a convolutional network on FashionMNIST (fashion-cnn, or any job with [[model.conv]]
+blocks on idx images scaled to 0..1) loads instead into the `nn.Sequential` that its
+config.toml describes, built and printed by `cnn_sequential` below (docs/images.md shows
+fashion-cnn's).
+
   python scripts/pytorch_load_check.py RUN_DIR [--root DIR]
 
 Needs torch, torchvision and safetensors (bench/peers/requirements.txt has the first two).
@@ -18,6 +23,7 @@ import gzip
 import json
 import os
 import shutil
+import tomllib
 
 import torch
 from safetensors.torch import load_file
@@ -52,6 +58,53 @@ class NeuralNetwork(nn.Module):
         return logits
 
 
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU, "sigmoid": nn.Sigmoid,
+               "identity": nn.Identity}
+
+
+def cnn_sequential(model):
+    """The nn.Sequential of a run's [model] table: per block Conv2d (no bias before a batch
+    norm), [BatchNorm2d], the activation, [MaxPool2d]; Flatten (or AdaptiveAvgPool2d(1) and
+    Flatten); per hidden layer Linear, the activation, [Dropout]; the output Linear."""
+    act = ACTIVATIONS[model["activation"]]
+    layers, channels, h, w = [], *model["image"]
+    for b in model["conv"]:
+        k, out = b["kernel"], b["channels"]
+        layers.append(nn.Conv2d(channels, out, k, b["stride"], b["padding"], bias=not b["batch_norm"]))
+        if b["batch_norm"]:
+            layers.append(nn.BatchNorm2d(out))
+        layers.append(act())
+        if b["pool"] > 1:
+            layers.append(nn.MaxPool2d(b["pool"]))
+        h = ((h + 2 * b["padding"] - k) // b["stride"] + 1) // b["pool"]
+        w = ((w + 2 * b["padding"] - k) // b["stride"] + 1) // b["pool"]
+        channels = out
+    if model["pooling"] == "flatten":
+        layers.append(nn.Flatten())
+        width = channels * h * w
+    else:
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+        width = channels
+    for hidden in model["hidden"]:
+        layers += [nn.Linear(width, hidden), act()]
+        if model["dropout"] > 0:
+            layers.append(nn.Dropout(model["dropout"]))
+        width = hidden
+    layers.append(nn.Linear(width, model["outputs"]))
+    return nn.Sequential(*layers)
+
+
+class Cnn(nn.Module):
+    """ember's convolutional network: `net`, the Sequential above, named as in model.safetensors."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.net = cnn_sequential(model)
+
+    def forward(self, x):
+        return self.net(x)
+
+
 def fashion_src():
     """The first of FASHION_DIRS holding all four IDX files, gzipped or not."""
     for d in FASHION_DIRS:
@@ -83,7 +136,11 @@ def main():
     ap.add_argument("--root", default="/tmp/peers-data")
     a = ap.parse_args()
 
-    model = NeuralNetwork()
+    config = tomllib.load(open(os.path.join(a.run_dir, "config.toml"), "rb"))
+    cnn = "conv" in config["model"]
+    model = Cnn(config["model"]) if cnn else NeuralNetwork()
+    if cnn:
+        print(model)
     state = load_file(os.path.join(a.run_dir, "model.safetensors"))
     result = model.load_state_dict(state, strict=True)
     print(f"load_state_dict(strict=True): {result}")
@@ -101,10 +158,16 @@ def main():
             correct += (pred.argmax(1) == y).type(torch.float).sum().item()
     summary = json.load(open(os.path.join(a.run_dir, "summary.json")))
     ember = summary["final_metrics"]
-    print(f"PyTorch (quickstart's model):   accuracy {100 * correct / size:.2f} %, "
+    who = "ember's nn.Sequential" if cnn else "quickstart's model"
+    print(f"PyTorch ({who}), test images: accuracy {100 * correct / size:.2f} %, "
           f"avg loss {loss / batches:.4f}")
-    print(f"ember's own report:            accuracy {100 * ember['valid_accuracy']:.2f} %, "
-          f"loss {ember['valid_loss']:.4f}")
+    if config["data"].get("valid_fraction", 0) > 0:
+        # The validation images are held out of the training images: compare with
+        # `ember eval RUN_DIR --split test` instead.
+        print("ember's own figure for these images: ember eval RUN_DIR --split test")
+    else:
+        print(f"ember's own report:            accuracy {100 * ember['valid_accuracy']:.2f} %, "
+              f"loss {ember['valid_loss']:.4f}")
 
 
 if __name__ == "__main__":

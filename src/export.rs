@@ -71,12 +71,16 @@ pub fn safetensors_bytes<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
             store = store.with_key_remapping(format!("^{}", escape(&burn)), torch);
         }
     }
-    model
-        .save_into(&mut store)
-        .map_err(|e| EmberError::Runtime(format!("cannot encode safetensors: {e}")))?;
-    store
-        .get_bytes()
-        .map_err(|e| EmberError::Runtime(format!("cannot encode safetensors: {e}")))
+    let encoding =
+        |e: &dyn std::fmt::Display| EmberError::Runtime(format!("cannot encode safetensors: {e}"));
+    model.save_into(&mut store).map_err(|e| encoding(&e))?;
+    let bytes = store.get_bytes().map_err(|e| encoding(&e))?;
+    if layout == Layout::Pytorch {
+        return Ok(counts::convert(&bytes, counts::Way::ToTorch)
+            .map_err(|e| encoding(&e))?
+            .unwrap_or(bytes));
+    }
+    Ok(bytes)
 }
 
 /// Writes `model` as safetensors to `path` (atomically).
@@ -110,7 +114,17 @@ pub fn load_safetensors<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
     if !path.is_file() {
         return Err(EmberError::file(path, "no such file"));
     }
-    let mut store = SafetensorsStore::from_file(path).allow_partial(true);
+    let mut bytes = crate::fs::read_file(path)?;
+    if layout == Layout::Pytorch {
+        let unreadable =
+            |e| EmberError::file(path, format!("not a readable safetensors file ({e})"));
+        if let Some(converted) =
+            counts::convert(&bytes, counts::Way::FromTorch).map_err(unreadable)?
+        {
+            bytes = converted;
+        }
+    }
+    let mut store = SafetensorsStore::from_bytes(Some(bytes)).allow_partial(true);
     if layout == Layout::Pytorch {
         store = store.with_from_adapter(PyTorchToBurnAdapter);
         for (burn, torch) in model.torch_names() {
@@ -143,4 +157,70 @@ pub fn load_safetensors<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
         ));
     }
     Ok(model)
+}
+
+/// Batch norm's count of training batches (`num_batches_tracked`): an int64 scalar in
+/// PyTorch's state_dict, a one-element f32 running state in ember's model (Burn's running
+/// states are float). The PyTorch layout converts it on the way out and back in.
+mod counts {
+    use safetensors::{Dtype, SafeTensors, tensor::TensorView};
+
+    const NAME: &str = ".num_batches_tracked";
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum Way {
+        ToTorch,
+        FromTorch,
+    }
+
+    /// `bytes` with every count converted, or None when the file holds none.
+    pub fn convert(bytes: &[u8], way: Way) -> Result<Option<Vec<u8>>, String> {
+        let file = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
+        let tensors = file.tensors();
+        if !tensors.iter().any(|(name, _)| name.ends_with(NAME)) {
+            return Ok(None);
+        }
+        let mut converted = Vec::new();
+        for (name, view) in &tensors {
+            if name.ends_with(NAME) {
+                converted.push((name.clone(), count_bytes(name, view, way)?));
+            }
+        }
+        let mut out: Vec<(String, TensorView)> = Vec::with_capacity(tensors.len());
+        for (name, view) in tensors {
+            match converted.iter().find(|(n, _)| *n == name) {
+                Some((_, (dtype, shape, data))) => out.push((
+                    name,
+                    TensorView::new(*dtype, shape.clone(), data).map_err(|e| e.to_string())?,
+                )),
+                None => out.push((name, view)),
+            }
+        }
+        let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| e.to_string())?;
+        safetensors::serialize(out, header.metadata().clone())
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+
+    /// One count in the other layout: its dtype, shape and bytes.
+    fn count_bytes(
+        name: &str,
+        view: &TensorView,
+        way: Way,
+    ) -> Result<(Dtype, Vec<usize>, Vec<u8>), String> {
+        let data = view.data();
+        match (way, view.dtype(), view.shape()) {
+            (Way::ToTorch, Dtype::F32, [1]) => {
+                let count = f32::from_le_bytes(data.try_into().expect("4 bytes")) as i64;
+                Ok((Dtype::I64, vec![], count.to_le_bytes().to_vec()))
+            }
+            (Way::FromTorch, Dtype::I64, [] | [1]) => {
+                let count = i64::from_le_bytes(data.try_into().expect("8 bytes")) as f32;
+                Ok((Dtype::F32, vec![1], count.to_le_bytes().to_vec()))
+            }
+            (_, dtype, shape) => Err(format!(
+                "{name} is {dtype:?} of shape {shape:?}, not a batch count"
+            )),
+        }
+    }
 }

@@ -86,6 +86,35 @@ fn a_small_cnn_learns_and_eval_and_predict_use_its_batch_norm_statistics() {
     assert_eq!(first, predict(&dir.join("p2.csv")));
     assert_eq!(first.lines().count(), 7, "{first}");
     assert!(first.starts_with("class,p0,"), "{first}");
+
+    // The batch norm (module 4 of the nn.Sequential) counts its 3 epochs of 32 batches.
+    let bytes = std::fs::read(run.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let count = st.tensor("net.4.num_batches_tracked").unwrap();
+    assert_eq!(
+        (count.dtype(), count.shape()),
+        (safetensors::Dtype::I64, &[][..])
+    );
+    assert_eq!(i64::from_le_bytes(count.data().try_into().unwrap()), 3 * 32);
+    numpy_forward_matches(&run, &input, &dir.join("p1.csv"));
+}
+
+/// tests/numpy_forward.py's `cnn` check of a run's model.safetensors: the names, shapes and
+/// dtypes of the printed nn.Sequential's state_dict, and its forward pass against `predicted`.
+fn numpy_forward_matches(run: &Path, input: &Path, predicted: &Path) {
+    let what = "the numpy forward pass of a CNN's model.safetensors";
+    let Some(python) = test_python(&["numpy", "safetensors"], what) else {
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/numpy_forward.py");
+    let o = std::process::Command::new(python)
+        .args([path_str(&script), "check", "cnn"])
+        .args([run.join("model.safetensors"), run.join("config.toml")])
+        .args([input, predicted])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    eprint!("{}", stdout(&o));
 }
 
 /// `rows` rows of 784 pixel columns (0..255), patterned.

@@ -5,7 +5,13 @@
 
 `check` reads the PyTorch-layout weights with the safetensors package, computes what the seed's
 own module would output, and fails unless every value is within 1e-5 of ember's prediction.
+
+JOB `cnn` is a convolutional network of the run's config.toml. Its file must also hold exactly
+the state_dict of the `nn.Sequential` docs/images.md prints (what `load_state_dict(strict=True)`
+checks: the same names, shapes and dtypes, batch norm's int64 `num_batches_tracked` included),
+here spelled out from PyTorch's rules, since CI has no PyTorch.
 """
+import math
 import sys
 import tomllib
 
@@ -32,6 +38,118 @@ def linear(w, b, x):
     return y + b if b is not None else y
 
 
+def sequential_state(cfg):
+    """{name: (shape, dtype)} of the state_dict of the run's nn.Sequential, in module order:
+    per block Conv2d (a bias only without batch norm), [BatchNorm2d], the activation,
+    [MaxPool2d]; Flatten (or AdaptiveAvgPool2d(1) and Flatten); per hidden layer Linear, the
+    activation, [Dropout]; the output Linear."""
+    m, state, module = cfg["model"], {}, 0
+    channels, h, w = m["image"]
+    for b in m["conv"]:
+        k, out = b["kernel"], b["channels"]
+        state[f"net.{module}.weight"] = ((out, channels, k, k), "float32")
+        if not b["batch_norm"]:
+            state[f"net.{module}.bias"] = ((out,), "float32")
+        module += 1
+        if b["batch_norm"]:
+            for name in ("weight", "bias", "running_mean", "running_var"):
+                state[f"net.{module}.{name}"] = ((out,), "float32")
+            state[f"net.{module}.num_batches_tracked"] = ((), "int64")
+            module += 1
+        module += 2 if b["pool"] > 1 else 1
+        h = ((h + 2 * b["padding"] - k) // b["stride"] + 1) // b["pool"]
+        w = ((w + 2 * b["padding"] - k) // b["stride"] + 1) // b["pool"]
+        channels = out
+    flatten = m["pooling"] == "flatten"
+    module += 1 if flatten else 2
+    width = channels * h * w if flatten else channels
+    stride = 3 if m["dropout"] > 0 else 2
+    for out in m["hidden"] + [m["outputs"]]:
+        state[f"net.{module}.weight"] = ((out, width), "float32")
+        state[f"net.{module}.bias"] = ((out,), "float32")
+        module, width = module + stride, out
+    return state
+
+
+def activate(x, name):
+    if name == "relu":
+        return np.maximum(x, 0)
+    if name == "tanh":
+        return np.tanh(x)
+    if name == "sigmoid":
+        return 1 / (1 + np.exp(-x))
+    if name == "gelu":  # the exact, erf form
+        return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    return x
+
+
+def conv2d(x, weight, bias, stride, padding):
+    """PyTorch's Conv2d on [n, c, h, w] maps, as one product over im2col patches."""
+    n, c, h, w = x.shape
+    out, _, k, _ = weight.shape
+    x = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    oh, ow = (h + 2 * padding - k) // stride + 1, (w + 2 * padding - k) // stride + 1
+    patches = np.empty((n, c, k, k, oh, ow))
+    for i in range(k):
+        for j in range(k):
+            patches[:, :, i, j] = x[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+    y = np.einsum("ockl,nckluv->nouv", weight, patches)
+    return y if bias is None else y + bias[None, :, None, None]
+
+
+def max_pool(x, p):
+    n, c, h, w = x.shape
+    h, w = h // p, w // p
+    return x[:, :, :h * p, :w * p].reshape(n, c, h, p, w, p).max(axis=(3, 5))
+
+
+def cnn_forward(w, cfg, x):
+    """The logits of the run's nn.Sequential in eval mode, from PyTorch-layout weights `w`."""
+    m = cfg["model"]
+    c, h, wd = m["image"]
+    if cfg["data"]["input_scale"] == "unit":
+        x = x / 255.0
+    x = x.reshape(len(x), h, wd, c).transpose(0, 3, 1, 2)
+    module = 0
+    for b in m["conv"]:
+        x = conv2d(x, w[f"net.{module}.weight"], w.get(f"net.{module}.bias"), b["stride"], b["padding"])
+        module += 1
+        if b["batch_norm"]:
+            g = lambda name: w[f"net.{module}.{name}"][None, :, None, None]
+            x = (x - g("running_mean")) / np.sqrt(g("running_var") + 1e-5) * g("weight") + g("bias")
+            module += 1
+        x = activate(x, m["activation"])
+        module += 1
+        if b["pool"] > 1:
+            x = max_pool(x, b["pool"])
+            module += 1
+    if m["pooling"] == "flatten":
+        x, module = x.reshape(len(x), -1), module + 1
+    else:
+        x, module = x.mean(axis=(2, 3)), module + 2
+    stride = 3 if m["dropout"] > 0 else 2
+    for _ in m["hidden"]:
+        x = activate(linear(w[f"net.{module}.weight"], w[f"net.{module}.bias"], x), m["activation"])
+        module += stride
+    return linear(w[f"net.{module}.weight"], w[f"net.{module}.bias"], x)
+
+
+def check_strict_state(w, cfg):
+    """What load_state_dict(strict=True) checks: no key missing or unexpected, shapes equal
+    (and here the dtypes too)."""
+    want = sequential_state(cfg)
+    missing, unexpected = sorted(set(want) - set(w)), sorted(set(w) - set(want))
+    assert not missing and not unexpected, f"missing {missing}, unexpected {unexpected}"
+    for name, (shape, dtype) in want.items():
+        got = (tuple(w[name].shape), str(w[name].dtype))
+        assert got == (shape, dtype), f"{name}: {got}, PyTorch's is {(shape, dtype)}"
+
+
+def softmax(z):
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True)
+
+
 def check(job, model, config, inputs, predicted):
     w = load_file(model)
     cfg = tomllib.load(open(config, "rb"))
@@ -39,7 +157,12 @@ def check(job, model, config, inputs, predicted):
     x = np.array(data.tolist(), dtype=np.float64).reshape(len(data), -1)
     got = np.genfromtxt(predicted, delimiter=",", names=True)
     got = np.array(got.tolist(), dtype=np.float64).reshape(len(got), -1)
-    if job == "fashion-mlp":
+    if job == "cnn":
+        check_strict_state(w, cfg)
+        p = softmax(cnn_forward({k: v.astype(np.float64) for k, v in w.items()}, cfg, x))
+        expected, ours = p, got[:, 1:]
+        assert (got[:, 0] == p.argmax(axis=1)).all(), "predicted classes differ"
+    elif job == "fashion-mlp":
         if cfg["data"]["input_scale"] == "unit":
             x = x / 255.0
         h = np.maximum(linear(w["linear_relu_stack.0.weight"], w["linear_relu_stack.0.bias"], x), 0)

@@ -34,12 +34,17 @@ use rand_mt::Mt64;
 /// PyTorch's `BatchNorm2d` defaults.
 const NORM_MOMENTUM: f64 = 0.1;
 const NORM_EPSILON: f64 = 1e-5;
+/// Mixed into a convolution's parameter id to give its batch count's ("num_batc").
+const TRACKED_ID: u64 = 0x6e75_6d5f_6261_7463;
 
 /// One block: conv, [batch norm], activation, [max-pool of `pool`, 1 for none].
 #[derive(Module, Debug)]
 pub struct ConvBlock<B: Backend> {
     conv: Conv2d<B>,
     norm: Option<BatchNorm<B>>,
+    /// The training batches `norm` has normalised: PyTorch's `num_batches_tracked`, which a
+    /// strict load of `BatchNorm2d` asks for. An f32 count, exact to 2^24 batches.
+    tracked: Option<RunningState<Tensor<B, 1>>>,
     pool: usize,
 }
 
@@ -87,9 +92,16 @@ impl<B: Backend> ConvBlock<B> {
             padding: PaddingConfig2d::Explicit(p, p, p, p),
         };
         let norm = spec.batch_norm.then(|| batch_norm(out, rng, device));
+        // The count's id comes from the convolution's rather than from `rng`, so that adding it
+        // left every later draw (and so every trained network) as it was.
+        let tracked = norm.as_ref().map(|_| {
+            let id = ParamId::from(conv.weight.id.val() ^ TRACKED_ID);
+            RunningState::with_id(id, Tensor::zeros([1], device))
+        });
         Self {
             conv,
             norm,
+            tracked,
             pool: spec.pool,
         }
     }
@@ -113,6 +125,10 @@ impl<B: Backend> ConvBlock<B> {
         let mut x = ops::conv(x, weight, bias, self.conv.stride[0], self.padding());
         if let Some(norm) = &self.norm {
             x = normalize(norm, x);
+        }
+        if let (Some(tracked), true) = (&self.tracked, B::ad_enabled(&x.device())) {
+            let count = tracked.value_sync().to_device(&x.device());
+            tracked.update(count.add_scalar(1.0).detach());
         }
         x = activate(x, activation);
         if self.pool > 1 {
@@ -264,7 +280,17 @@ impl<B: EmberBackend> TorchNames for Cnn<B> {
             names.push((format!("blocks.{i}.conv."), format!("net.{module}.")));
             module += 1;
             if b.norm.is_some() {
-                names.push((format!("blocks.{i}.norm."), format!("net.{module}.")));
+                // Whole names before the norm's prefix, which would claim them first (loading
+                // applies the pairs in turn). The scale and shift are named here rather than
+                // left to burn-store's adapter: it finds them by PyTorch's names on loading but
+                // then reports the file's `weight` and `bias` as unused.
+                let (torch, burn) = (format!("net.{module}."), format!("blocks.{i}.norm."));
+                for (ours, theirs) in [("gamma", "weight"), ("beta", "bias")] {
+                    names.push((format!("{burn}{ours}"), format!("{torch}{theirs}")));
+                }
+                let count = format!("{torch}num_batches_tracked");
+                names.push((format!("blocks.{i}.tracked"), count));
+                names.push((burn, torch));
                 module += 1;
             }
             module += 1 + usize::from(b.pool > 1);
@@ -461,5 +487,49 @@ mod tests {
         assert_eq!(loss_of(&augmented, 1, false), loss_of(&augmented, 2, false));
         let plain = Cnn::<A>::init(&job(""), &device);
         assert_eq!(loss_of(&plain, 1, true), loss_of(&plain, 2, true));
+    }
+
+    /// Training steps count the batches a batch norm has seen; the PyTorch layout writes the
+    /// count as `num_batches_tracked`, an int64 scalar, and reads it back.
+    #[test]
+    fn batch_counts_go_out_as_pytorchs_int64_scalar_and_back() {
+        let device = Default::default();
+        let config = job("batch_norm = true\n");
+        let model = Cnn::<A>::init(&config, &device);
+        for _ in 0..3 {
+            let batch = MlpBatch {
+                inputs: Tensor::from_data(TensorData::new(vec![0.5f32; 2 * 64], [2, 64]), &device),
+                targets: Targets::Classes(Tensor::from_data([0, 1], &device)),
+            };
+            model.step_output(batch, true);
+        }
+        // Validation runs on the inner backend, as Burn's Learner runs it: it counts nothing.
+        let model = model.valid();
+        model.step_output(
+            MlpBatch {
+                inputs: Tensor::zeros([1, 64], &device),
+                targets: Targets::Classes(Tensor::from_data([0], &device)),
+            },
+            false,
+        );
+        let count = |m: &Cnn<Flex>| m.blocks[0].tracked.as_ref().unwrap().value().into_scalar();
+        assert_eq!(count(&model), 3.0);
+        let dir = std::env::temp_dir().join(format!("ember-count-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("model.safetensors");
+        let layout = crate::export::Layout::Pytorch;
+        crate::export::save_safetensors(&model, &path, layout, "t").unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let tracked = file.tensor("net.1.num_batches_tracked").unwrap();
+        assert_eq!(tracked.dtype(), safetensors::Dtype::I64);
+        assert_eq!(
+            (tracked.shape(), tracked.data()),
+            (&[][..], &3i64.to_le_bytes()[..])
+        );
+        let fresh = Cnn::<Flex>::init(&config, &device);
+        let loaded = crate::export::load_safetensors(fresh, &path, layout).unwrap();
+        assert_eq!(count(&loaded), 3.0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
