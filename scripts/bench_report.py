@@ -54,7 +54,7 @@ STEP_FLOPS = {
     "tabular-mlp": product_flops(2048, [61, 20, 10, 1]),
     "linear-scalar": product_flops(128, [41, 1]),
     # The convolutions, then the head's products (and its input gradient, which feeds them).
-    "fashion-cnn": conv_flops(64, 28, [(1, 16), (16, 32)]) + product_flops(64, [1, 1568, 128, 10]),
+    "fashion-cnn": conv_flops(64, 28, [(1, 32), (32, 64)]) + product_flops(64, [1, 3136, 128, 10]),
 }
 PEER_NAMES = {
     "torch-posted": "PyTorch as posted (DataLoader, `.item()`)",
@@ -331,6 +331,23 @@ def suite_row(out, dev, info):
     return [dev, adapter, result, passed, failed, secs], not ok
 
 
+def cnn_full(out, dev, w, failed):
+    """Section 2's second run: configs/fashion-cnn.toml trained in full, and its test accuracy
+    (`ember eval --split test`, which gpu-check.sh writes to fashion-cnn-test.json)."""
+    full = summary(os.path.join(out, "runs", f"fashion-cnn-full-{dev}"))
+    w(f"\n## 2b. fashion-cnn on {dev}\n")
+    path = os.path.join(out, "fashion-cnn-test.json")
+    test = json.load(open(path)) if os.path.exists(path) and os.path.getsize(path) else None
+    if full and full["status"] == "complete" and test:
+        w(f"{full['epochs_done']} epochs: train {full['train_seconds']:.2f} s, wall "
+          f"{full['wall_seconds']:.2f} s, {full['steps_per_s']:,.0f} steps/s, valid accuracy "
+          f"{100 * full['final_metrics']['valid_accuracy']:.2f} %, test accuracy "
+          f"{100 * test['accuracy']:.2f} % (CPU, seeds 1-3: 92.6 % and up, docs/images.md)")
+    else:
+        failed.append("fashion-cnn full run")
+        w("**did not complete** (see steps.log)")
+
+
 def gpu(a):
     out, dev = a.out, a.device
     lines, failed = [], []
@@ -361,6 +378,7 @@ def gpu(a):
     else:
         failed.append("fashion-mlp full run")
         w("**did not complete** (see steps.log)")
+    cnn_full(out, dev, w, failed)
     w(f"\n## 3. Speed on {dev}: ember against PyTorch (steps/s, median after the first epoch)\n")
     bench = {}
     for ln in open(os.path.join(out, "bench.jsonl")) if os.path.exists(os.path.join(out, "bench.jsonl")) else []:

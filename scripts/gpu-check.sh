@@ -19,8 +19,8 @@
 # resume, export, the NaN guard, host reads per epoch) against the packed ember on CUDA, and
 # again on the GPU's Vulkan through wgpu when `ember info` lists a wgpu:0 adapter that is not a
 # software one (else the report says why it did not run), (2) trains fashion-mlp's 20 epochs on
-# CUDA (goal: 3 s of train time or less on an H200), (3) runs `ember bench` of each job on CUDA,
-# and of configs/fashion-cnn.toml (its PyTorch peer on the GPU is not written yet),
+# CUDA (goal: 3 s of train time or less on an H200) and configs/fashion-cnn.toml's 15 epochs
+# (with its test accuracy), (3) runs `ember bench` of each job on CUDA, fashion-cnn included,
 # (4) `ember bench fashion-mlp --replicas 16` for one epoch (16 seeds as replicas against 16
 # processes; goal: replicas in at most 2x one run) and (5) the PyTorch peers on CUDA, eager and
 # with CUDA graphs (scripts/gpu_torch_peers.py), then writes $OUT/gpu-check.md
@@ -175,6 +175,7 @@ EOF
   LIMIT=()
   REPLICAS=16
   FULL_EPOCHS=20
+  CNN_EPOCHS=15  # the preset's own
 else
   # Dry run: the CPU plays the GPU's part, on a slice, so every step and the report run.
   DEV=cpu
@@ -182,6 +183,7 @@ else
   LIMIT=(--max-train-rows 4096)
   REPLICAS=4
   FULL_EPOCHS=1
+  CNN_EPOCHS=1
 fi
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-120}
 
@@ -251,6 +253,12 @@ fi
 log "fashion-mlp, $FULL_EPOCHS epochs on $DEV"
 "$EMBER" train configs/fashion-mlp.toml --device "$DEV" --epochs "$FULL_EPOCHS" "${LIMIT[@]}" \
   --out "$OUT/runs/fashion-mlp-full-$DEV" --quiet 2>&1 | tee -a "$OUT/steps.log" || true
+log "fashion-cnn, $CNN_EPOCHS epochs on $DEV, then its test accuracy"
+cnn_run="$OUT/runs/fashion-cnn-full-$DEV"
+"$EMBER" train configs/fashion-cnn.toml --device "$DEV" --epochs "$CNN_EPOCHS" "${LIMIT[@]}" \
+  --out "$cnn_run" --quiet 2>&1 | tee -a "$OUT/steps.log" || true
+"$EMBER" eval "$cnn_run" --split test --device "$DEV" --json > "$OUT/fashion-cnn-test.json" \
+  2>>"$OUT/steps.log" || true
 
 : > "$OUT/bench.jsonl"
 # The record names the config file's job (fashion-cnn's own config calls its network "cnn").
@@ -271,7 +279,7 @@ if ((have_torch)); then
   [[ $DEV == cpu ]] && variants=best
   rows=()
   [[ $mode == dry ]] && rows=(--max-rows 4096)
-  for job in fashion-mlp tabular-mlp linear-scalar; do
+  for job in fashion-mlp tabular-mlp linear-scalar fashion-cnn; do
     for v in $variants; do
       log "torch $v $job on $DEV"
       "$PY" scripts/gpu_torch_peers.py "$job" --variant "$v" --device "$DEV" \

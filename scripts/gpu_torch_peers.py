@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch on the GPU for the three jobs, as the reference ember is measured against there
+"""PyTorch on the GPU for ember's four jobs, as the reference ember is measured against there
 (run by scripts/gpu-check.sh; the peer scripts in bench/peers are CPU-only and need their own
 large environment, so this is their `torch-best` variant moved to CUDA, plus CUDA graphs).
 
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-BATCH = {"fashion-mlp": 64, "tabular-mlp": 2048, "linear-scalar": 128}
+BATCH = {"fashion-mlp": 64, "tabular-mlp": 2048, "linear-scalar": 128, "fashion-cnn": 64}
 
 
 def fashion(dirname):
@@ -67,13 +67,36 @@ class Regressor(nn.Module):
         return self.linear(x) + self.p * f
 
 
+class FashionCnn(nn.Module):
+    """configs/fashion-cnn.toml's network (docs/images.md prints it) on rows of 784 pixels,
+    each training image mirrored left to right with probability 1/2, on the device."""
+
+    def __init__(self):
+        super().__init__()
+        block = lambda i, o: [nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o),  # noqa: E731
+                              nn.ReLU(), nn.MaxPool2d(2)]
+        self.net = nn.Sequential(*block(1, 32), *block(32, 64), nn.Flatten(),
+                                 nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.3), nn.Linear(128, 10))
+
+    def forward(self, x):
+        x = x.view(-1, 1, 28, 28)
+        if self.training:
+            flip = torch.rand(x.shape[0], 1, 1, 1, device=x.device) < 0.5
+            x = torch.where(flip, x.flip(3), x)
+        return self.net(x)
+
+
 def setup(job, fashion_dir, dev, graphs):
     """(model, loss, optimizer, training tensors on the GPU, test tensors or None)."""
-    if job == "fashion-mlp":
+    if job in ("fashion-mlp", "fashion-cnn"):
         (x, y), (xt, yt) = fashion(fashion_dir)
-        m = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                          nn.Linear(512, 10)).to(dev)
-        opt = torch.optim.SGD(m.parameters(), lr=1e-3, fused=True)
+        if job == "fashion-cnn":
+            m = FashionCnn().to(dev)
+            opt = torch.optim.Adam(m.parameters(), lr=1e-3, fused=True, capturable=graphs)
+        else:
+            m = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                              nn.Linear(512, 10)).to(dev)
+            opt = torch.optim.SGD(m.parameters(), lr=1e-3, fused=True)
         test = (torch.from_numpy(xt).to(dev), torch.from_numpy(yt).to(dev))
         return m, nn.CrossEntropyLoss(), opt, [torch.from_numpy(a).to(dev) for a in (x, y)], test
     if job == "tabular-mlp":
@@ -142,8 +165,8 @@ def main():
         with torch.no_grad():
             torch.manual_seed(0)
             fresh = setup(a.job, a.fashion, dev, graphs)[0]
-            for p, q in zip(model.parameters(), fresh.parameters()):
-                p.copy_(q)
+            for p, q in zip(model.state_dict().values(), fresh.state_dict().values()):
+                p.copy_(q)  # parameters and buffers (batch norm's statistics)
         for st in opt.state.values():
             for k, v in st.items():
                 if torch.is_tensor(v):
@@ -172,6 +195,7 @@ def main():
                steps_per_s=round(steps / statistics.median(epoch_s[1:] or epoch_s), 1),
                epoch_s=[round(t, 4) for t in epoch_s], final_batch_loss=float(loss.detach()))
     if test is not None:
+        model.eval()  # batch norm's running statistics, no dropout
         with torch.inference_mode():
             correct = sum(int((model(test[0][i:i + 1000]).argmax(1) == test[1][i:i + 1000]).sum())
                           for i in range(0, len(test[0]), 1000))
