@@ -75,12 +75,10 @@ pub fn safetensors_bytes<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
         |e: &dyn std::fmt::Display| EmberError::Runtime(format!("cannot encode safetensors: {e}"));
     model.save_into(&mut store).map_err(|e| encoding(&e))?;
     let bytes = store.get_bytes().map_err(|e| encoding(&e))?;
-    if layout == Layout::Pytorch {
-        return Ok(counts::convert(&bytes, counts::Way::ToTorch)
-            .map_err(|e| encoding(&e))?
-            .unwrap_or(bytes));
+    match layout {
+        Layout::Pytorch => counts::convert(bytes, counts::Way::ToTorch).map_err(|e| encoding(&e)),
+        Layout::Burn => Ok(bytes),
     }
-    Ok(bytes)
 }
 
 /// Writes `model` as safetensors to `path` (atomically).
@@ -114,15 +112,12 @@ pub fn load_safetensors<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
     if !path.is_file() {
         return Err(EmberError::file(path, "no such file"));
     }
+    let unreadable = |e: &dyn std::fmt::Display| {
+        EmberError::file(path, format!("not a readable safetensors file ({e})"))
+    };
     let mut bytes = crate::fs::read_file(path)?;
     if layout == Layout::Pytorch {
-        let unreadable =
-            |e| EmberError::file(path, format!("not a readable safetensors file ({e})"));
-        if let Some(converted) =
-            counts::convert(&bytes, counts::Way::FromTorch).map_err(unreadable)?
-        {
-            bytes = converted;
-        }
+        bytes = counts::convert(bytes, counts::Way::FromTorch).map_err(|e| unreadable(&e))?;
     }
     let mut store = SafetensorsStore::from_bytes(Some(bytes)).allow_partial(true);
     if layout == Layout::Pytorch {
@@ -131,9 +126,7 @@ pub fn load_safetensors<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
             store = store.with_key_remapping(format!("^{}", escape(&torch)), burn);
         }
     }
-    let result = model
-        .load_from(&mut store)
-        .map_err(|e| EmberError::file(path, format!("not a readable safetensors file ({e})")))?;
+    let result = model.load_from(&mut store).map_err(|e| unreadable(&e))?;
     let mut problems = Vec::new();
     if !result.missing.is_empty() {
         let names: Vec<&str> = result.missing.iter().map(|(n, _)| n.as_str()).collect();
@@ -173,33 +166,28 @@ mod counts {
         FromTorch,
     }
 
-    /// `bytes` with every count converted, or None when the file holds none.
-    pub fn convert(bytes: &[u8], way: Way) -> Result<Option<Vec<u8>>, String> {
-        let file = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
-        let tensors = file.tensors();
-        if !tensors.iter().any(|(name, _)| name.ends_with(NAME)) {
-            return Ok(None);
+    /// `bytes` with every count converted; the same bytes when the file holds none.
+    pub fn convert(bytes: Vec<u8>, way: Way) -> Result<Vec<u8>, String> {
+        let file = SafeTensors::deserialize(&bytes).map_err(|e| e.to_string())?;
+        let mut counts = Vec::new();
+        for (name, view) in file.iter().filter(|(name, _)| name.ends_with(NAME)) {
+            counts.push((name.to_string(), count_bytes(name, &view, way)?));
         }
-        let mut converted = Vec::new();
-        for (name, view) in &tensors {
-            if name.ends_with(NAME) {
-                converted.push((name.clone(), count_bytes(name, view, way)?));
-            }
+        if counts.is_empty() {
+            return Ok(bytes);
         }
-        let mut out: Vec<(String, TensorView)> = Vec::with_capacity(tensors.len());
-        for (name, view) in tensors {
-            match converted.iter().find(|(n, _)| *n == name) {
-                Some((_, (dtype, shape, data))) => out.push((
-                    name,
-                    TensorView::new(*dtype, shape.clone(), data).map_err(|e| e.to_string())?,
-                )),
-                None => out.push((name, view)),
-            }
+        let mut out = Vec::new();
+        for (name, view) in file.tensors() {
+            let view = match counts.iter().find(|(n, _)| *n == name) {
+                Some((_, (dtype, shape, data))) => {
+                    TensorView::new(*dtype, shape.clone(), data).map_err(|e| e.to_string())?
+                }
+                None => view,
+            };
+            out.push((name, view));
         }
-        let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| e.to_string())?;
-        safetensors::serialize(out, header.metadata().clone())
-            .map(Some)
-            .map_err(|e| e.to_string())
+        let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| e.to_string())?;
+        safetensors::serialize(out, header.metadata().clone()).map_err(|e| e.to_string())
     }
 
     /// One count in the other layout: its dtype, shape and bytes.

@@ -38,36 +38,54 @@ def linear(w, b, x):
     return y + b if b is not None else y
 
 
-def sequential_state(cfg):
-    """{name: (shape, dtype)} of the state_dict of the run's nn.Sequential, in module order:
-    per block Conv2d (a bias only without batch norm), [BatchNorm2d], the activation,
-    [MaxPool2d]; Flatten (or AdaptiveAvgPool2d(1) and Flatten); per hidden layer Linear, the
-    activation, [Dropout]; the output Linear."""
-    m, state, module = cfg["model"], {}, 0
+def sequential_modules(cfg):
+    """The run's nn.Sequential as (kind, spec) per module, in order: per block Conv2d (a bias
+    only without batch norm), [BatchNorm2d], the activation, [MaxPool2d]; Flatten (or
+    AdaptiveAvgPool2d(1) and Flatten); per hidden layer Linear, the activation, [Dropout]; the
+    output Linear. A conv's and a linear's spec hold their shapes."""
+    m, modules = cfg["model"], []
     channels, h, w = m["image"]
     for b in m["conv"]:
         k, out = b["kernel"], b["channels"]
-        state[f"net.{module}.weight"] = ((out, channels, k, k), "float32")
-        if not b["batch_norm"]:
-            state[f"net.{module}.bias"] = ((out,), "float32")
-        module += 1
+        modules.append(("conv", dict(b, inputs=channels)))
         if b["batch_norm"]:
-            for name in ("weight", "bias", "running_mean", "running_var"):
-                state[f"net.{module}.{name}"] = ((out,), "float32")
-            state[f"net.{module}.num_batches_tracked"] = ((), "int64")
-            module += 1
-        module += 2 if b["pool"] > 1 else 1
+            modules.append(("norm", out))
+        modules.append(("activation", None))
+        if b["pool"] > 1:
+            modules.append(("pool", b["pool"]))
         h = ((h + 2 * b["padding"] - k) // b["stride"] + 1) // b["pool"]
         w = ((w + 2 * b["padding"] - k) // b["stride"] + 1) // b["pool"]
         channels = out
-    flatten = m["pooling"] == "flatten"
-    module += 1 if flatten else 2
-    width = channels * h * w if flatten else channels
-    stride = 3 if m["dropout"] > 0 else 2
-    for out in m["hidden"] + [m["outputs"]]:
-        state[f"net.{module}.weight"] = ((out, width), "float32")
-        state[f"net.{module}.bias"] = ((out,), "float32")
-        module, width = module + stride, out
+    if m["pooling"] == "flatten":
+        modules.append(("flatten", None))
+        width = channels * h * w
+    else:
+        modules += [("average", None), ("flatten", None)]
+        width = channels
+    for out in m["hidden"]:
+        modules += [("linear", (width, out)), ("activation", None)]
+        if m["dropout"] > 0:
+            modules.append(("dropout", None))
+        width = out
+    return modules + [("linear", (width, m["outputs"]))]
+
+
+def sequential_state(cfg):
+    """{name: (shape, dtype)} of the state_dict of the run's nn.Sequential."""
+    state = {}
+    for i, (kind, spec) in enumerate(sequential_modules(cfg)):
+        if kind == "conv":
+            k = spec["kernel"]
+            state[f"net.{i}.weight"] = ((spec["channels"], spec["inputs"], k, k), "float32")
+            if not spec["batch_norm"]:
+                state[f"net.{i}.bias"] = ((spec["channels"],), "float32")
+        elif kind == "norm":
+            for name in ("weight", "bias", "running_mean", "running_var"):
+                state[f"net.{i}.{name}"] = ((spec,), "float32")
+            state[f"net.{i}.num_batches_tracked"] = ((), "int64")
+        elif kind == "linear":
+            state[f"net.{i}.weight"] = ((spec[1], spec[0]), "float32")
+            state[f"net.{i}.bias"] = ((spec[1],), "float32")
     return state
 
 
@@ -110,28 +128,25 @@ def cnn_forward(w, cfg, x):
     if cfg["data"]["input_scale"] == "unit":
         x = x / 255.0
     x = x.reshape(len(x), h, wd, c).transpose(0, 3, 1, 2)
-    module = 0
-    for b in m["conv"]:
-        x = conv2d(x, w[f"net.{module}.weight"], w.get(f"net.{module}.bias"), b["stride"], b["padding"])
-        module += 1
-        if b["batch_norm"]:
-            g = lambda name: w[f"net.{module}.{name}"][None, :, None, None]
-            x = (x - g("running_mean")) / np.sqrt(g("running_var") + 1e-5) * g("weight") + g("bias")
-            module += 1
-        x = activate(x, m["activation"])
-        module += 1
-        if b["pool"] > 1:
-            x = max_pool(x, b["pool"])
-            module += 1
-    if m["pooling"] == "flatten":
-        x, module = x.reshape(len(x), -1), module + 1
-    else:
-        x, module = x.mean(axis=(2, 3)), module + 2
-    stride = 3 if m["dropout"] > 0 else 2
-    for _ in m["hidden"]:
-        x = activate(linear(w[f"net.{module}.weight"], w[f"net.{module}.bias"], x), m["activation"])
-        module += stride
-    return linear(w[f"net.{module}.weight"], w[f"net.{module}.bias"], x)
+    for i, (kind, spec) in enumerate(sequential_modules(cfg)):
+        g = lambda name: w.get(f"net.{i}.{name}")  # noqa: E731
+        if kind == "conv":
+            x = conv2d(x, g("weight"), g("bias"), spec["stride"], spec["padding"])
+        elif kind == "norm":
+            mean, var = (g(n)[None, :, None, None] for n in ("running_mean", "running_var"))
+            scale, shift = (g(n)[None, :, None, None] for n in ("weight", "bias"))
+            x = (x - mean) / np.sqrt(var + 1e-5) * scale + shift
+        elif kind == "activation":
+            x = activate(x, m["activation"])
+        elif kind == "pool":
+            x = max_pool(x, spec)
+        elif kind == "average":
+            x = x.mean(axis=(2, 3), keepdims=True)
+        elif kind == "flatten":
+            x = x.reshape(len(x), -1)
+        elif kind == "linear":
+            x = linear(g("weight"), g("bias"), x)
+    return x
 
 
 def check_strict_state(w, cfg):
