@@ -189,8 +189,141 @@ fn fashion_step_parts(reps: usize) {
     });
 }
 
+/// conv2's three products (fashion-cnn's second convolution: 64 channels of 3x3 over 32, on
+/// 14x14 maps, batch 64) on one thread, an image at a time against `images` at a time (their
+/// columns side by side), with GFLOP/s: how much a product's size is worth to the gemm crate.
+fn cnn_products(reps: usize) {
+    let data =
+        |len: usize| -> Vec<f32> { (0..len).map(|i| (i % 17) as f32 * 0.05 - 0.4).collect() };
+    let (cout, patch, pixels, batch) = (64, 288, 196, 64);
+    for images in [1, 4, 8, 16] {
+        let cols = images * pixels;
+        let (w, col, dz) = (data(cout * patch), data(patch * cols), data(cout * cols));
+        let row = |v: &Vec<f32>, c: usize| (v.as_ptr(), c as isize, 1);
+        let transposed = |v: &Vec<f32>, c: usize| (v.as_ptr(), 1, c as isize);
+        let shapes: [Product; 3] = [
+            (
+                "forward W·col",
+                (cout, cols, patch),
+                row(&w, patch),
+                row(&col, cols),
+            ),
+            (
+                "dW dz·colT",
+                (cout, patch, cols),
+                row(&dz, cols),
+                transposed(&col, cols),
+            ),
+            (
+                "dcol WT·dz",
+                (patch, cols, cout),
+                transposed(&w, patch),
+                row(&dz, cols),
+            ),
+        ];
+        let mut out = vec![0f32; patch * cols];
+        for (name, dims, lhs, rhs) in shapes {
+            let dst = (out.as_mut_ptr(), dims.1 as isize);
+            let calls = batch / images;
+            // SAFETY: the views address the live vectors above; out holds the largest m * n.
+            let us = time(
+                &format!("conv2 {name}, {images} images a product"),
+                reps,
+                || {
+                    for _ in 0..calls {
+                        unsafe { product_gemm_crate(dims, lhs, rhs, dst) }
+                    }
+                },
+            );
+            let flops = 2.0 * (cout * patch * pixels * batch) as f64;
+            println!("{:<48} {:>9.1} GFLOP/s", "", flops / us / 1e3);
+        }
+    }
+}
+
+/// The fashion-cnn step's operations on the CPU backend at the preset's shapes (batch 64,
+/// 3x3 convolutions with padding 1, batch norm, ReLU, 2x2 max-pool), each timed on its own,
+/// then the whole forward + backward of the preset's network.
+fn cnn_step_parts(reps: usize) {
+    use burn::backend::Autodiff;
+    use burn::train::TrainStep;
+    use ember::model::cnn::Cnn;
+    use ember::model::mlp::{MlpBatch, Targets};
+    use ember::ops::EmberBackend;
+    let d = Default::default();
+    let rand4 = |s: [usize; 4]| Tensor::<B, 4>::random(s, Distribution::Uniform(-1.0, 1.0), &d);
+    let prim = |t: &Tensor<B, 4>| t.clone().into_primitive().tensor();
+    for (name, cin, side, cout) in [("conv1", 1, 28, 32), ("conv2", 32, 14, 64)] {
+        let (x, w) = (rand4([64, cin, side, side]), rand4([cout, cin, 3, 3]));
+        let g = rand4([64, cout, side, side]);
+        time(
+            &format!("{name} forward [64,{cin},{side},{side}]"),
+            reps,
+            || B::conv(prim(&x), prim(&w), None, (1, 1)),
+        );
+        time(&format!("{name} backward (dx: {})", cin > 1), reps, || {
+            B::conv_backward(prim(&x), prim(&w), prim(&g), (1, 1), (cin > 1, false))
+        });
+        let flat = |t: &Tensor<B, 4>| {
+            let t: Tensor<B, 3> = t.clone().reshape([64, cout, side * side]);
+            t.into_primitive().tensor()
+        };
+        let ones = Tensor::<B, 1>::ones([cout], &d).into_primitive().tensor();
+        let zeros = Tensor::<B, 1>::zeros([cout], &d).into_primitive().tensor();
+        let (_, mean, var) = B::batch_norm(flat(&g), ones.clone(), zeros.clone(), 1e-5);
+        time(&format!("{name} batch norm forward"), reps, || {
+            B::batch_norm(flat(&g), ones.clone(), zeros.clone(), 1e-5)
+        });
+        time(&format!("{name} batch norm backward"), reps, || {
+            B::batch_norm_backward(
+                flat(&g),
+                ones.clone(),
+                mean.clone(),
+                var.clone(),
+                1e-5,
+                flat(&g),
+            )
+        });
+        time(&format!("{name} relu"), reps, || relu(g.clone()));
+        time(&format!("{name} max-pool forward"), reps, || {
+            B::max_pool(prim(&g), 2)
+        });
+        let pooled = rand4([64, cout, side / 2, side / 2]);
+        time(&format!("{name} max-pool backward"), reps, || {
+            B::max_pool_backward(prim(&g), 2, prim(&pooled), None)
+        });
+    }
+    type A = Autodiff<Flex>;
+    let path = std::path::Path::new("configs/fashion-cnn.toml");
+    let text = std::fs::read_to_string(path).expect("the fashion-cnn preset config");
+    let mut config = ember::config::parse(path, &text)
+        .and_then(|raw| raw.check())
+        .expect("a valid preset");
+    config.model.image = Some([1, 28, 28]);
+    let model = Cnn::<A>::new(&config, 10, &d);
+    let images = Tensor::<A, 2>::random([64, 784], Distribution::Uniform(0.0, 1.0), &d);
+    let classes = TensorData::new((0..64).map(|i| (i % 10) as i64).collect::<Vec<_>>(), [64]);
+    let batch = MlpBatch::<A> {
+        inputs: images,
+        targets: Targets::Classes(Tensor::from_data(classes, &d)),
+    };
+    time(
+        "fashion-cnn forward + backward (TrainStep)",
+        reps / 4,
+        || TrainStep::step(&model, batch.clone()),
+    );
+}
+
 fn main() {
+    // As the ember binary does: freed memory is kept, so a timing does not fault its pages in.
+    ember::allocator::keep_freed_memory();
     println!("threads: {}", rayon::current_num_threads());
+    // `cargo bench --bench ops -- cnn`: the CNN's parts only.
+    if std::env::args().any(|a| a == "cnn") {
+        cnn_products(30);
+        cnn_step_parts(100);
+        return;
+    }
     fashion_products(300);
     fashion_step_parts(200);
     let x = rand([64, 784]);

@@ -27,7 +27,6 @@ use burn::nn::{BatchNorm, PaddingConfig2d};
 use burn::prelude::*;
 use burn::tensor::TensorData;
 use burn::tensor::activation::{gelu, relu, sigmoid};
-use burn::tensor::module::max_pool2d;
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 use rand_mt::Mt64;
 
@@ -132,8 +131,7 @@ impl<B: Backend> ConvBlock<B> {
         }
         x = activate(x, activation);
         if self.pool > 1 {
-            let p = [self.pool; 2];
-            x = max_pool2d(x, p, p, [0, 0], [1, 1], false);
+            x = ops::max_pool(x, self.pool);
         }
         x
     }

@@ -220,6 +220,44 @@ impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
         }
     }
 
+    fn max_pool(x: FloatTensor<Self>, k: usize) -> FloatTensor<Self> {
+        /// Keeps the input, the window and the indices where the inner backend keeps them.
+        #[derive(Debug)]
+        struct MaxPoolBackward;
+
+        impl<B: EmberBackend> Backward<B, 1> for MaxPoolBackward {
+            type State = (
+                B::FloatTensorPrimitive,
+                usize,
+                Option<B::IntTensorPrimitive>,
+            );
+
+            fn backward(
+                self,
+                ops: Ops<Self::State, 1>,
+                grads: &mut Gradients,
+                _: &mut Checkpointer,
+            ) {
+                let (x, k, indices) = ops.state;
+                unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+                    B::max_pool_backward(x, k, grad, indices)
+                });
+            }
+        }
+
+        match MaxPoolBackward
+            .prepare::<C>([x.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (y, indices) = B::max_pool_for_backward(x.primitive.clone(), k);
+                prep.finish((x.primitive, k, indices), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::max_pool(x.primitive, k)),
+        }
+    }
+
     fn batch_norm(
         x: FloatTensor<Self>,
         gamma: FloatTensor<Self>,

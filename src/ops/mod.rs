@@ -19,12 +19,13 @@ mod bce;
 mod conv;
 pub mod dropout;
 pub mod kernels;
+mod max_pool;
 mod scalar_mse;
 mod shared_input;
 
 use burn::backend::Flex;
 use burn::prelude::*;
-use burn::tensor::ops::FloatTensor;
+use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{Distribution, Shape, Tensor, TensorMetadata, TensorPrimitive};
 
 /// The activation fused into [`EmberBackend::fused_linear`].
@@ -253,6 +254,37 @@ pub trait EmberBackend: Backend {
         (need_dx, need_bias): (bool, bool),
     ) -> ConvGrads<Self> {
         conv_backward_composed::<Self>(x, weight, grad, (stride, padding), (need_dx, need_bias))
+    }
+
+    /// The max-pool of `x` `[n, c, h, w]` over `k`×`k` windows at stride `k`, no padding:
+    /// Burn's `max_pool2d`.
+    fn max_pool(x: FloatTensor<Self>, k: usize) -> FloatTensor<Self> {
+        Self::max_pool2d(x, [k, k], [k, k], [0, 0], [1, 1], false)
+    }
+
+    /// [`EmberBackend::max_pool`] in training: the output and, where the backend keeps them
+    /// for the backward, the positions of the maxima (Burn's indices).
+    fn max_pool_for_backward(
+        x: FloatTensor<Self>,
+        k: usize,
+    ) -> (FloatTensor<Self>, Option<IntTensor<Self>>) {
+        let pool = Self::max_pool2d_with_indices(x, [k, k], [k, k], [0, 0], [1, 1], false);
+        (pool.output, Some(pool.indices))
+    }
+
+    /// The gradient of [`EmberBackend::max_pool`] for `x`, given the output's gradient and
+    /// the indices [`EmberBackend::max_pool_for_backward`] kept (found again when it kept none).
+    fn max_pool_backward(
+        x: FloatTensor<Self>,
+        k: usize,
+        grad: FloatTensor<Self>,
+        indices: Option<IntTensor<Self>>,
+    ) -> FloatTensor<Self> {
+        let (p, none, one) = ([k, k], [0, 0], [1, 1]);
+        let indices = indices.unwrap_or_else(|| {
+            Self::max_pool2d_with_indices(x.clone(), p, p, none, one, false).indices
+        });
+        Self::max_pool2d_with_indices_backward(x, p, p, none, one, false, grad, indices).x_grad
     }
 
     /// Batch normalisation in training of `x` `[n, c, s]` with `gamma` and `beta` `[c]`: the
@@ -635,6 +667,15 @@ pub fn conv<B: EmberBackend>(
     )))
 }
 
+/// The max-pool of `x` `[n, c, h, w]` over `k`×`k` windows at stride `k`, through ember's
+/// backend extension.
+pub fn max_pool<B: EmberBackend>(x: Tensor<B, 4>, k: usize) -> Tensor<B, 4> {
+    Tensor::from_primitive(TensorPrimitive::Float(B::max_pool(
+        x.into_primitive().tensor(),
+        k,
+    )))
+}
+
 /// `x · scale + shift` per channel of `[n, c, s]` maps, through ember's backend extension.
 pub fn channel_affine<B: EmberBackend>(
     x: Tensor<B, 3>,
@@ -747,6 +788,26 @@ impl EmberBackend for Flex {
         (need_dx, need_bias): (bool, bool),
     ) -> ConvGrads<Self> {
         conv::backward(x, weight, grad, geometry, need_dx, need_bias)
+    }
+
+    fn max_pool(x: FloatTensor<Self>, k: usize) -> FloatTensor<Self> {
+        max_pool::forward(x, k)
+    }
+
+    fn max_pool_for_backward(
+        x: FloatTensor<Self>,
+        k: usize,
+    ) -> (FloatTensor<Self>, Option<IntTensor<Self>>) {
+        (max_pool::forward(x, k), None)
+    }
+
+    fn max_pool_backward(
+        x: FloatTensor<Self>,
+        k: usize,
+        grad: FloatTensor<Self>,
+        _: Option<IntTensor<Self>>,
+    ) -> FloatTensor<Self> {
+        max_pool::backward(x, k, grad)
     }
 
     fn batch_norm(
