@@ -149,31 +149,38 @@ fn fashion_products(reps: usize) {
     }
 }
 
+/// The checked job of `configs/{name}.toml`.
+fn preset(name: &str) -> ember::config::JobConfig {
+    let path = std::path::PathBuf::from(format!("configs/{name}.toml"));
+    let text = std::fs::read_to_string(&path).expect("a preset's config");
+    ember::config::parse(&path, &text)
+        .and_then(|raw| raw.check())
+        .expect("a valid preset")
+}
+
+/// A batch of 64 random 28x28 images (as rows of 784) with classes 0 to 9 in turn.
+fn fashion_batch<A: burn::tensor::backend::Backend>(
+    device: &A::Device,
+) -> ember::model::mlp::MlpBatch<A> {
+    use ember::model::mlp::Targets;
+    let classes = TensorData::new((0..64).map(|i| (i % 10) as i64).collect::<Vec<_>>(), [64]);
+    ember::model::mlp::MlpBatch {
+        inputs: Tensor::random([64, 784], Distribution::Uniform(0.0, 1.0), device),
+        targets: Targets::Classes(Tensor::from_data(classes, device)),
+    }
+}
+
 /// The fashion-mlp step in its parts: forward, forward + backward, and the whole step with
 /// the SGD update, each timed on its own.
 fn fashion_step_parts(reps: usize) {
     use burn::backend::Autodiff;
     use burn::optim::{Optimizer, SgdConfig};
     use burn::train::TrainStep;
-    use ember::model::mlp::{Mlp, MlpBatch, Targets};
+    use ember::model::mlp::Mlp;
     type A = Autodiff<Flex>;
     let device = Default::default();
-    let path = std::path::Path::new("configs/fashion-mlp.toml");
-    let text = std::fs::read_to_string(path).expect("the fashion-mlp preset config");
-    let config = ember::config::parse(path, &text)
-        .and_then(|raw| raw.check())
-        .expect("a valid preset");
-    let model = Mlp::<A>::new(&config, 784, 10, &device);
-    let batch = MlpBatch::<A> {
-        inputs: Tensor::random([64, 784], Distribution::Uniform(0.0, 1.0), &device),
-        targets: Targets::Classes(Tensor::from_data(
-            burn::tensor::TensorData::new(
-                (0..64).map(|i| (i % 10) as i64).collect::<Vec<_>>(),
-                [64],
-            ),
-            &device,
-        )),
-    };
+    let model = Mlp::<A>::new(&preset("fashion-mlp"), 784, 10, &device);
+    let batch = fashion_batch::<A>(&device);
     time("fashion forward", reps, || {
         model.forward(batch.inputs.clone())
     });
@@ -248,7 +255,6 @@ fn cnn_step_parts(reps: usize) {
     use burn::backend::Autodiff;
     use burn::train::TrainStep;
     use ember::model::cnn::Cnn;
-    use ember::model::mlp::{MlpBatch, Targets};
     use ember::ops::EmberBackend;
     let d = Default::default();
     let rand4 = |s: [usize; 4]| Tensor::<B, 4>::random(s, Distribution::Uniform(-1.0, 1.0), &d);
@@ -294,19 +300,10 @@ fn cnn_step_parts(reps: usize) {
         });
     }
     type A = Autodiff<Flex>;
-    let path = std::path::Path::new("configs/fashion-cnn.toml");
-    let text = std::fs::read_to_string(path).expect("the fashion-cnn preset config");
-    let mut config = ember::config::parse(path, &text)
-        .and_then(|raw| raw.check())
-        .expect("a valid preset");
+    let mut config = preset("fashion-cnn");
     config.model.image = Some([1, 28, 28]);
     let model = Cnn::<A>::new(&config, 10, &d);
-    let images = Tensor::<A, 2>::random([64, 784], Distribution::Uniform(0.0, 1.0), &d);
-    let classes = TensorData::new((0..64).map(|i| (i % 10) as i64).collect::<Vec<_>>(), [64]);
-    let batch = MlpBatch::<A> {
-        inputs: images,
-        targets: Targets::Classes(Tensor::from_data(classes, &d)),
-    };
+    let batch = fashion_batch::<A>(&d);
     time(
         "fashion-cnn forward + backward (TrainStep)",
         reps / 4,

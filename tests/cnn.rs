@@ -130,24 +130,6 @@ fn pixels_csv(path: &Path, rows: usize) {
     std::fs::write(path, text).unwrap();
 }
 
-/// The seconds `run` spent training in `epoch` (metrics.csv's `seconds` of its train row).
-fn train_seconds(run: &Path, epoch: usize) -> f64 {
-    let text = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
-    let column = text
-        .lines()
-        .next()
-        .unwrap()
-        .split(',')
-        .position(|h| h == "seconds");
-    let row = format!("{epoch},train,");
-    let line = text.lines().find(|l| l.starts_with(&row)).unwrap();
-    line.split(',')
-        .nth(column.unwrap())
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// With augmentation on, so that the resumed steps must also draw the same shifts and flips.
 #[test]
 fn a_cnn_with_batch_norm_resumes_bit_for_bit_after_sigkill() {
@@ -173,7 +155,8 @@ fn a_cnn_with_batch_norm_resumes_bit_for_bit_after_sigkill() {
     let child = spawn(&a.iter().map(String::as_str).collect::<Vec<_>>());
     // Half an epoch of the reference run after epoch 1's checkpoint: in epoch 2 however fast
     // the machine (a fixed wait outlasted the whole run once the CNN got faster).
-    let settle = Duration::from_secs_f64(train_seconds(&reference, 2) / 2.0);
+    let settle =
+        Duration::from_secs_f64(metric(&reference, "seconds", |r| r[..2] == ["2", "train"]) / 2.0);
     kill_mid_epoch(child, &killed, 1, Duration::from_secs(180), settle);
     ok(&ember(&[
         "train",

@@ -20,6 +20,8 @@ const PLANES_PER_TASK: usize = 16;
 /// `oh` × `ow` (the rows and columns past the last whole window are left out).
 #[derive(Debug, Clone, Copy)]
 struct Geometry {
+    n: usize,
+    c: usize,
     planes: usize,
     h: usize,
     w: usize,
@@ -33,6 +35,8 @@ impl Geometry {
         let s = x.layout().shape();
         let (h, w) = (s[2], s[3]);
         Self {
+            n: s[0],
+            c: s[1],
             planes: s[0] * s[1],
             h,
             w,
@@ -42,9 +46,8 @@ impl Geometry {
         }
     }
 
-    fn dims(&self, x: &FlexTensor, (h, w): (usize, usize)) -> [usize; 4] {
-        let s = x.layout().shape();
-        [s[0], s[1], h, w]
+    fn dims(&self, (h, w): (usize, usize)) -> [usize; 4] {
+        [self.n, self.c, h, w]
     }
 
     /// Calls `f(i, at, v)` for each window `i` (row-major) of `plane`, with the position `at`
@@ -103,7 +106,7 @@ pub fn forward(x: FlexTensor, k: usize) -> FlexTensor {
         });
     // SAFETY: every output element was written above.
     let y = unsafe { assume_init(y) };
-    FlexTensor::from_data(TensorData::new(y, g.dims(&t, (g.oh, g.ow))))
+    FlexTensor::from_data(TensorData::new(y, g.dims((g.oh, g.ow))))
 }
 
 /// The gradient of [`forward`] for `x`, given the output's gradient `grad`: each window's
@@ -126,7 +129,7 @@ pub fn backward(x: FlexTensor, k: usize, grad: FlexTensor) -> FlexTensor {
                 g.each_max(x, |i, at, _| dx[at] += gs[i]);
             }
         });
-    FlexTensor::from_data(TensorData::new(dx, g.dims(&t, (g.h, g.w))))
+    FlexTensor::from_data(TensorData::new(dx, g.dims((g.h, g.w))))
 }
 
 #[cfg(test)]

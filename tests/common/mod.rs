@@ -194,13 +194,20 @@ impl Lcg {
     }
 }
 
+/// `column` of the last row of a run's metrics.csv whose cells `pick` accepts.
+pub fn metric(run: &Path, column: &str, pick: impl Fn(&[&str]) -> bool) -> f64 {
+    let text = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = header.iter().position(|h| *h == column).unwrap();
+    let rows = lines.map(|l| l.split(',').collect::<Vec<_>>());
+    let row = rows.filter(|r| pick(r)).last().unwrap();
+    row[at].parse().unwrap()
+}
+
 /// The last validation row's `column` in a run's metrics.csv.
 pub fn last_valid(run: &Path, column: &str) -> f64 {
-    let text = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
-    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
-    let at = header.iter().position(|h| *h == column).unwrap();
-    let last = text.lines().rfind(|l| l.contains(",valid,")).unwrap();
-    last.split(',').nth(at).unwrap().parse().unwrap()
+    metric(run, column, |row| row[1] == "valid")
 }
 
 /// The Python that `EMBER_TEST_PYTHON` names, checked to import `modules` (a Python named but
