@@ -40,6 +40,25 @@ impl Matrix {
             values,
         }
     }
+
+    /// Keeps the rows at `keep` (ascending), in place: row `keep[i]` becomes row `i`. A split
+    /// so costs no second copy of a table's inputs.
+    fn keep_rows(&mut self, keep: &[usize]) {
+        keep_rows(&mut self.values, self.cols, keep);
+        self.rows = keep.len();
+    }
+}
+
+/// Keeps the rows (of `width` values each) at `keep` (ascending) of `values`, in place. Each
+/// row moves down or stays, so no row is overwritten before it has moved.
+fn keep_rows<T: Copy>(values: &mut Vec<T>, width: usize, keep: &[usize]) {
+    for (to, &from) in keep.iter().enumerate() {
+        debug_assert!(from >= to, "the rows to keep ascend");
+        if from != to {
+            values.copy_within(from * width..(from + 1) * width, to * width);
+        }
+    }
+    values.truncate(keep.len() * width);
 }
 
 /// What the model predicts for each row.
@@ -78,6 +97,13 @@ impl Labels {
             Labels::Values(m) => Labels::Values(m.take(indices)),
         }
     }
+
+    fn keep_rows(&mut self, keep: &[usize]) {
+        match self {
+            Labels::Classes(v) | Labels::Binary(v) => keep_rows(v, 1, keep),
+            Labels::Values(m) => m.keep_rows(keep),
+        }
+    }
 }
 
 /// One split of a data set on the host.
@@ -104,6 +130,16 @@ impl HostSplit {
                 .map(|s| indices.iter().map(|&i| s[i]).collect()),
             labels: self.labels.take(indices),
         }
+    }
+
+    /// This split with only the rows at `keep` (ascending), moved down in place.
+    fn keep_rows(mut self, keep: &[usize]) -> HostSplit {
+        self.features.keep_rows(keep);
+        if let Some(s) = &mut self.scalar {
+            keep_rows(s, 1, keep);
+        }
+        self.labels.keep_rows(keep);
+        self
     }
 
     /// A copy of rows `start..start + len`.
@@ -141,12 +177,11 @@ impl HostSplit {
     }
 
     /// The first `n` rows (or all of them).
-    pub fn truncate(mut self, n: usize) -> HostSplit {
-        if n < self.rows() {
-            let keep: Vec<usize> = (0..n).collect();
-            self = self.take(&keep);
+    pub fn truncate(self, n: usize) -> HostSplit {
+        match n < self.rows() {
+            true => self.keep_rows(&(0..n).collect::<Vec<_>>()),
+            false => self,
         }
-        self
     }
 }
 
@@ -306,7 +341,14 @@ pub fn split(all: HostSplit, fraction: f64, seed: u64) -> (HostSplit, HostSplit)
     let mut train: Vec<usize> = perm[n_valid..].to_vec();
     valid.sort_unstable();
     train.sort_unstable();
-    (all.take(&train), all.take(&valid))
+    apart(all, &train, &valid)
+}
+
+/// The rows at `train` and at `valid` (each ascending) of `all` as two splits: the validation
+/// rows copied out, the training rows moved down in place, so a table is never held twice.
+fn apart(all: HostSplit, train: &[usize], valid: &[usize]) -> (HostSplit, HostSplit) {
+    let valid = all.take(valid);
+    (all.keep_rows(train), valid)
 }
 
 /// Cross-validation's split: fold `fold.index` of `fold.count` validates, the others train.
@@ -328,25 +370,48 @@ pub fn fold_split(all: HostSplit, fold: crate::config::Fold, seed: u64) -> (Host
     }
     valid.sort_unstable();
     train.sort_unstable();
-    (all.take(&train), all.take(&valid))
+    apart(all, &train, &valid)
 }
 
 /// Mean and (population) standard deviation of each input column, `f` last; a constant column
 /// gets a deviation of 1 so it passes through centred.
 pub fn column_stats(split: &HostSplit) -> Standardization {
-    let cols = split.features.cols;
-    let mut columns: Vec<Vec<f64>> = (0..cols)
-        .map(|c| {
-            (0..split.rows())
-                .map(|r| f64::from(split.features.values[r * cols + c]))
-                .collect()
-        })
-        .collect();
+    let (mut mean, mut std) = row_wise_stats(&split.features);
     if let Some(s) = &split.scalar {
-        columns.push(s.iter().map(|v| f64::from(*v)).collect());
+        let (m, d) = mean_and_std(&s.iter().map(|v| f64::from(*v)).collect::<Vec<_>>());
+        mean.push(m);
+        std.push(d);
     }
-    let (mean, std) = columns.iter().map(|c| mean_and_std(c)).unzip();
     Standardization { mean, std }
+}
+
+/// [`mean_and_std`] of every column of `m`, bit for bit, reading the rows in order: each
+/// column's sums add its values in row order, as the column alone would, without a copy of
+/// the matrix as columns of f64.
+fn row_wise_stats(m: &Matrix) -> (Vec<f64>, Vec<f64>) {
+    // The starting value of f64's `Sum`, so that even an all -0.0 column sums the same.
+    let zero: f64 = std::iter::empty::<f64>().sum();
+    let n = m.rows.max(1) as f64;
+    let rows = || m.values.chunks_exact(m.cols.max(1));
+    let mut sums = vec![zero; m.cols];
+    for row in rows() {
+        sums.iter_mut()
+            .zip(row)
+            .for_each(|(s, v)| *s += f64::from(*v));
+    }
+    let mean: Vec<f64> = sums.iter().map(|s| s / n).collect();
+    let mut squares = vec![zero; m.cols];
+    for row in rows() {
+        for ((s, v), m) in squares.iter_mut().zip(row).zip(&mean) {
+            *s += (f64::from(*v) - m) * (f64::from(*v) - m);
+        }
+    }
+    let std = squares
+        .iter()
+        .map(|s| s / n)
+        .map(|var| if var > 0.0 { var.sqrt() } else { 1.0 })
+        .collect();
+    (mean, std)
 }
 
 /// The mean and (population) standard deviation of `values`; 1 for a constant column, so it
@@ -360,11 +425,17 @@ pub fn mean_and_std(values: &[f64]) -> (f64, f64) {
 
 /// Applies `(x - mean) / std` to the inputs in place.
 pub fn apply_stats(split: &mut HostSplit, stats: &Standardization) {
+    use rayon::prelude::*;
     let cols = split.features.cols;
-    for (i, v) in split.features.values.iter_mut().enumerate() {
-        let c = i % cols;
-        *v = ((f64::from(*v) - stats.mean[c]) / stats.std[c]) as f32;
-    }
+    let scale = |row: &mut [f32]| {
+        for ((v, m), s) in row.iter_mut().zip(&stats.mean).zip(&stats.std) {
+            *v = ((f64::from(*v) - m) / s) as f32;
+        }
+    };
+    // Blocks of rows in parallel: each value's arithmetic is its own, so the bits are the same.
+    (split.features.values)
+        .par_chunks_mut(cols.max(1) * 4096)
+        .for_each(|block| block.chunks_exact_mut(cols.max(1)).for_each(scale));
     if let Some(s) = &mut split.scalar {
         for v in s.iter_mut() {
             *v = ((f64::from(*v) - stats.mean[cols]) / stats.std[cols]) as f32;
@@ -445,6 +516,48 @@ mod tests {
         assert_eq!(v, v2);
         let (_, v3) = split(toy(100), 0.1, 6);
         assert_ne!(v, v3);
+    }
+
+    #[test]
+    fn the_split_in_place_holds_the_rows_copies_would() {
+        let all = toy(100);
+        let (t, v) = split(all.clone(), 0.3, 5);
+        let key = |m: &Matrix| (0..m.rows).map(|r| m.row(r)[0] as usize / 2).collect();
+        let (train, valid): (Vec<usize>, Vec<usize>) = (key(&t.features), key(&v.features));
+        assert_eq!((t, v), (all.take(&train), all.take(&valid)));
+        assert_eq!(
+            all.clone().truncate(7),
+            all.take(&(0..7).collect::<Vec<_>>())
+        );
+        assert_eq!(all.clone().truncate(500), all);
+    }
+
+    #[test]
+    fn row_wise_statistics_are_each_columns_own_bit_for_bit() {
+        // Values of many magnitudes, so that another order of the sums would round otherwise.
+        let (rows, cols) = (1000, 5);
+        let values = (0..rows * cols)
+            .map(|i| ((i * 7919 % 1009) as f32 - 500.0) * 10f32.powi((i % 7) as i32 - 3))
+            .collect();
+        let m = Matrix { rows, cols, values };
+        let (mean, std) = row_wise_stats(&m);
+        for c in 0..cols {
+            let column: Vec<f64> = (0..rows).map(|r| f64::from(m.row(r)[c])).collect();
+            let (cm, cs) = mean_and_std(&column);
+            assert_eq!(
+                (mean[c].to_bits(), std[c].to_bits()),
+                (cm.to_bits(), cs.to_bits())
+            );
+        }
+        let zeros = Matrix {
+            rows: 3,
+            cols: 1,
+            values: vec![-0.0; 3],
+        };
+        assert_eq!(
+            row_wise_stats(&zeros).0[0].to_bits(),
+            mean_and_std(&[-0.0; 3]).0.to_bits()
+        );
     }
 
     #[test]

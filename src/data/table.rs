@@ -94,12 +94,13 @@ pub fn class_indices<'a>(
 }
 
 /// How a table's input columns become numbers.
-#[derive(Clone, Copy)]
 pub enum InputColumns<'a> {
     /// Columns of numbers, by name, in this order.
     Numbers(&'a [String]),
     /// Typed columns, encoded as fitted on the training file.
     Encoded(&'a [Encoding], &'a Missing),
+    /// Inputs already encoded (the training file's, as they were fitted).
+    Ready(Matrix, Unseen),
 }
 
 impl InputColumns<'_> {
@@ -114,6 +115,7 @@ impl InputColumns<'_> {
                 Ok((csv.numbers(&cols)?, Unseen::default()))
             }
             InputColumns::Encoded(encodings, missing) => columns::encode(csv, encodings, missing),
+            InputColumns::Ready(inputs, unseen) => Ok((inputs, unseen)),
         }
     }
 }

@@ -178,6 +178,8 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
     };
     let mut csv = table::read_text(path)?;
     let missing = spec.missing();
+    // Inputs fitted here are encoded in the same pass, each cell parsed once.
+    let mut fitted = None;
     let (features, encoding, dropped) = match &spec.columns {
         None => (Some(table::feature_names(&csv, spec)?), None, 0),
         Some(typed) => {
@@ -186,7 +188,10 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
                 Some(known) => known.clone(),
                 None => {
                     let inputs = columns::typed_inputs(&csv, typed, &spec.targets)?;
-                    columns::fit(&csv, &inputs, &missing)?
+                    let (encoding, matrix, unseen) =
+                        columns::fit_and_encode(&csv, &inputs, &missing)?;
+                    fitted = Some(InputColumns::Ready(matrix, unseen));
+                    encoding
                 }
             };
             (None, Some(encoding), dropped)
@@ -205,7 +210,7 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
         encoding,
         dropped,
     };
-    let inputs = training.inputs(&missing);
+    let inputs = fitted.unwrap_or_else(|| training.inputs(&missing));
     let classes = training.classes.as_deref();
     training.all = table::to_split(&csv, spec, inputs, config.task, classes)?.0;
     Ok(training)

@@ -1,7 +1,7 @@
 //! A CSV file read as text, column by column: each column's cells back to back in one string,
 //! with the line number of every record, so that each column can be parsed as the job needs it.
-//! A table of millions of rows costs its text plus 4 bytes a cell, read in one pass; a record
-//! is never held as text of its own.
+//! A table of millions of rows costs its text plus 4 bytes a cell, read in one pass (two readers
+//! side by side, each on half of a large file); a record is never held as text of its own.
 
 use crate::error::{EmberError, Result};
 use std::path::{Path, PathBuf};
@@ -15,21 +15,32 @@ pub struct TextCsv {
     lines: Vec<u64>,
 }
 
-/// One column's cells: cell `r` is `text[ends[r - 1]..ends[r]]`.
+/// One column's cells: cell `r` is `text[ends[r - 1]..ends[r]]`, and the cells after those
+/// are in `after` (the second half of a file read by two readers side by side).
 #[derive(Default)]
 struct ColumnText {
     text: String,
     ends: Vec<u32>,
+    after: Option<Box<ColumnText>>,
 }
 
 impl ColumnText {
     fn cell(&self, r: usize) -> &str {
+        if let Some(after) = &self.after
+            && r >= self.ends.len()
+        {
+            return after.cell(r - self.ends.len());
+        }
         let start = if r == 0 { 0 } else { self.ends[r - 1] as usize };
         &self.text[start..self.ends[r] as usize]
     }
 
     /// Appends a cell; `false` when the column's text would pass 4 GiB.
     fn push(&mut self, cell: &str) -> bool {
+        debug_assert!(
+            self.after.is_none(),
+            "cells are pushed while one reader reads"
+        );
         self.text.push_str(cell);
         match u32::try_from(self.text.len()) {
             Ok(end) => {
@@ -40,12 +51,18 @@ impl ColumnText {
         }
     }
 
-    /// The same column with the rows where `keep` is false left out.
+    /// The same column with the rows where `keep` is false left out, each half on its own (so
+    /// neither can pass 4 GiB).
     fn retain(&self, keep: &[bool]) -> ColumnText {
+        let (mine, later) = keep.split_at(self.ends.len().min(keep.len()));
         let mut kept = ColumnText::default();
-        for (r, _) in keep.iter().enumerate().filter(|(_, k)| **k) {
+        for (r, _) in mine.iter().enumerate().filter(|(_, k)| **k) {
             kept.push(self.cell(r));
         }
+        kept.after = self
+            .after
+            .as_ref()
+            .map(|after| Box::new(after.retain(later)));
         kept
     }
 }
@@ -92,80 +109,240 @@ fn text_of(field: &[u8]) -> Option<&str> {
 /// Records read before the columns' final sizes are estimated and reserved.
 const SAMPLE_RECORDS: usize = 1024;
 
+/// Files at least this large are read in two halves side by side when the pool has threads.
+const SPLIT_BYTES: u64 = 8 << 20;
+
 /// Reads a CSV file with a header row; every record must have one field per column. The
 /// delimiter is the header's: a comma, a semicolon, a tab or a bar.
 pub fn read_text(path: &Path) -> Result<TextCsv> {
-    let fail = |what: String| EmberError::file(path, what);
-    let mut reader = csv::ReaderBuilder::new()
-        .delimiter(delimiter_of(&first_line(path)?))
-        .flexible(true)
-        .from_path(path)
-        .map_err(|e| fail(csv_reason(&e)))?;
-    let header = header_of(&mut reader).map_err(fail)?;
     let file_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
-    let mut columns: Vec<ColumnText> = (0..header.len()).map(|_| ColumnText::default()).collect();
-    let mut lines = Vec::new();
-    let mut line_ends = LineCounter::open(path)?;
-    // One record, reused: the csv crate checks its UTF-8 once for the whole record.
-    let mut record = csv::StringRecord::new();
-    loop {
-        match reader.read_record(&mut record) {
-            Ok(true) => {}
-            Ok(false) => break,
-            Err(e) => return Err(fail(read_error(&e, &mut line_ends))),
+    let split = file_bytes >= SPLIT_BYTES && rayon::current_num_threads() > 1;
+    read_text_at(path, split.then_some(file_bytes / 2))
+}
+
+/// [`read_text`]; with `half`, the records from the first line end at or after that byte are
+/// read by a second reader side by side with the first. The first reader checks that a record
+/// starts there (a line end inside a quoted cell is not a record's end) and else reads on
+/// alone, so the records are always those one reader finds.
+fn read_text_at(path: &Path, half: Option<u64>) -> Result<TextCsv> {
+    let fail = |what: String| EmberError::file(path, what);
+    let delimiter = delimiter_of(&first_line(path)?);
+    let mut head = Reader::open(path, delimiter, 0, true)?;
+    let header = header_of(&mut head.csv).map_err(fail)?;
+    let boundary = match half {
+        Some(byte) => line_start_after(path, byte)?,
+        None => None,
+    };
+    let Some(boundary) = boundary else {
+        let mut records = Records::new(header.len());
+        head.read_until(u64::MAX, &mut records, path)?;
+        return Ok(records.into_csv(path, header));
+    };
+    let (first, second) = rayon::join(
+        || {
+            let mut records = Records::new(header.len());
+            let next = head.read_until(boundary, &mut records, path)?;
+            Ok::<_, EmberError>((head, records, next))
+        },
+        || -> Result<Records> {
+            let mut records = Records::new(header.len());
+            Reader::open(path, delimiter, boundary, false)?.read_until(
+                u64::MAX,
+                &mut records,
+                path,
+            )?;
+            Ok(records)
+        },
+    );
+    let (mut head, mut records, next) = first?;
+    match (next, second) {
+        // The file ended before the second half's first record.
+        (None, _) => {}
+        (Some(at), Ok(second))
+            if head.line_ends.offset <= boundary && only_line_ends(path, boundary, at) =>
+        {
+            let fail = |e: std::io::Error| EmberError::file(path, io(&e));
+            let lines_before = head.line_ends.line_at_exactly(boundary).map_err(fail)?;
+            records.append(second, lines_before - 1);
         }
+        // The second reader began inside a record, or met an error (whose line it cannot
+        // number): this reader reads the rest itself.
+        (Some(_), _) => {
+            head.take_record(&mut records, path)?;
+            head.read_until(u64::MAX, &mut records, path)?;
+        }
+    }
+    Ok(records.into_csv(path, header))
+}
+
+/// Whether the file holds only line ends from byte `from` to byte `to` (blank lines, which
+/// the csv reader skips).
+fn only_line_ends(path: &Path, from: u64, to: u64) -> bool {
+    use std::io::{Read, Seek};
+    let mut between = Vec::new();
+    let read = std::fs::File::open(path).and_then(|mut f| {
+        f.seek(std::io::SeekFrom::Start(from))?;
+        f.take(to - from).read_to_end(&mut between)
+    });
+    read.is_ok_and(|n| n as u64 == to - from) && between.iter().all(|b| matches!(b, b'\r' | b'\n'))
+}
+
+/// The byte after the first line end at or after `byte`; `None` when there is none.
+fn line_start_after(path: &Path, byte: u64) -> Result<Option<u64>> {
+    use std::io::{BufRead, Seek};
+    let file = std::fs::File::open(path).map_err(|e| EmberError::file(path, io(&e)))?;
+    let mut reader = std::io::BufReader::new(file);
+    reader
+        .seek(std::io::SeekFrom::Start(byte))
+        .map_err(|e| EmberError::file(path, io(&e)))?;
+    let mut skipped = Vec::new();
+    let n = reader
+        .read_until(b'\n', &mut skipped)
+        .map_err(|e| EmberError::file(path, io(&e)))?;
+    Ok((skipped.last() == Some(&b'\n')).then_some(byte + n as u64))
+}
+
+fn io(e: &std::io::Error) -> String {
+    crate::fs::describe_io(e)
+}
+
+/// Each column's cells and each record's line, as records are read.
+struct Records {
+    columns: Vec<ColumnText>,
+    lines: Vec<u64>,
+}
+
+impl Records {
+    fn new(columns: usize) -> Records {
+        Records {
+            columns: (0..columns).map(|_| ColumnText::default()).collect(),
+            lines: Vec::new(),
+        }
+    }
+
+    /// Appends the records of a later stretch of the file, whose line numbers count from 1 at
+    /// the line after `lines_before`; their text stays where it was read, not copied.
+    fn append(&mut self, later: Records, lines_before: u64) {
+        for (column, more) in self.columns.iter_mut().zip(later.columns) {
+            column.after = Some(Box::new(more));
+        }
+        self.lines
+            .extend(later.lines.iter().map(|l| l + lines_before));
+    }
+
+    fn into_csv(self, path: &Path, header: Vec<String>) -> TextCsv {
+        TextCsv {
+            path: path.to_path_buf(),
+            header,
+            columns: self.columns,
+            lines: self.lines,
+        }
+    }
+}
+
+const OVER_4_GIB: &str = "a column holds over 4 GiB of text; ember reads tables up to that";
+
+/// A csv reader over a file from one byte on, with the line ends counted beside it.
+struct Reader {
+    csv: csv::Reader<std::fs::File>,
+    line_ends: LineCounter,
+    /// Where this reader began in the file; the csv reader's positions count from there.
+    start: u64,
+    /// The file's size, for the estimate of what the columns will hold.
+    bytes: u64,
+    record: csv::StringRecord,
+}
+
+impl Reader {
+    /// A reader from byte `start`, whose first line is a header when `header`.
+    fn open(path: &Path, delimiter: u8, start: u64, header: bool) -> Result<Reader> {
+        use std::io::Seek;
+        let fail = |e: std::io::Error| EmberError::file(path, io(&e));
+        let mut file = std::fs::File::open(path).map_err(fail)?;
+        file.seek(std::io::SeekFrom::Start(start)).map_err(fail)?;
+        let bytes = file.metadata().map_err(fail)?.len() - start;
+        let csv = csv::ReaderBuilder::new()
+            .delimiter(delimiter)
+            .flexible(true)
+            .has_headers(header)
+            .from_reader(file);
+        Ok(Reader {
+            csv,
+            line_ends: LineCounter::open(path, start)?,
+            start,
+            bytes,
+            record: csv::StringRecord::new(),
+        })
+    }
+
+    /// Reads records into `records` until the end of the file, or until a record starts at or
+    /// after byte `stop`: then that record is held, not taken, and its byte is returned.
+    fn read_until(&mut self, stop: u64, records: &mut Records, path: &Path) -> Result<Option<u64>> {
+        loop {
+            match self.csv.read_record(&mut self.record) {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(e) => return Err(EmberError::file(path, read_error(&e, self))),
+            }
+            let at = self.start + self.record.position().map_or(0, |p| p.byte());
+            if at >= stop {
+                return Ok(Some(at));
+            }
+            self.take_record(records, path)?;
+            if records.lines.len() == SAMPLE_RECORDS {
+                // What this reader will read: up to `stop`, or to the end of the file.
+                let span = stop.min(self.start + self.bytes) - self.start;
+                let read = (at - self.start).max(1);
+                reserve(records, span as f64 / read as f64);
+            }
+        }
+    }
+
+    /// Adds the record just read to `records`, unless it is a blank line.
+    fn take_record(&mut self, records: &mut Records, path: &Path) -> Result<()> {
+        let fail = |what: String| EmberError::file(path, what);
+        let record = &self.record;
         let line = match record.position() {
-            Some(p) => line_ends
-                .line_at(p.byte())
-                .map_err(|e| fail(crate::fs::describe_io(&e)))?,
+            Some(p) => (self.line_ends)
+                .line_at(self.start + p.byte())
+                .map_err(|e| fail(io(&e)))?,
             None => 0,
         };
         if record.len() == 1 && record[0].trim().is_empty() {
-            continue; // a blank line
+            return Ok(()); // a blank line
         }
-        if record.len() != header.len() {
+        if record.len() != records.columns.len() {
             return Err(fail(format!(
                 "line {line}: {} fields, but the header has {}",
                 record.len(),
-                header.len()
+                records.columns.len()
             )));
         }
-        for (column, cell) in columns.iter_mut().zip(record.iter()) {
+        for (column, cell) in records.columns.iter_mut().zip(record.iter()) {
             if !column.push(cell.trim()) {
-                return Err(fail(format!(
-                    "line {line}: a column holds over 4 GiB of text; ember reads tables up to that"
-                )));
+                return Err(fail(format!("line {line}: {OVER_4_GIB}")));
             }
         }
-        lines.push(line);
-        if lines.len() == SAMPLE_RECORDS {
-            let read = record.position().map_or(0, |p| p.byte()).max(1);
-            reserve(&mut columns, &mut lines, file_bytes as f64 / read as f64);
-        }
+        records.lines.push(line);
+        Ok(())
     }
-    Ok(TextCsv {
-        path: path.to_path_buf(),
-        header,
-        columns,
-        lines,
-    })
 }
 
 /// Reserves what the whole file will need, `scale` times what its first records hold (with a
 /// tenth more): growing a column's text by doubling would touch twice its final size.
-fn reserve(columns: &mut [ColumnText], lines: &mut Vec<u64>, scale: f64) {
+fn reserve(records: &mut Records, scale: f64) {
     let more = |have: usize| ((have as f64 * scale * 1.1) as usize).saturating_sub(have);
-    for column in columns {
+    for column in &mut records.columns {
         column.text.reserve(more(column.text.len()));
         column.ends.reserve(more(column.ends.len()));
     }
-    lines.reserve(more(lines.len()));
+    records.lines.reserve(more(records.lines.len()));
 }
 
 /// A reading error as one line; a UTF-8 error names the line ember counted.
-fn read_error(e: &csv::Error, line_ends: &mut LineCounter) -> String {
+fn read_error(e: &csv::Error, reader: &mut Reader) -> String {
     if let csv::ErrorKind::Utf8 { pos: Some(p), .. } = e.kind()
-        && let Ok(line) = line_ends.line_at(p.byte())
+        && let Ok(line) = reader.line_ends.line_at(reader.start + p.byte())
     {
         return format!("line {line}: not valid UTF-8 text");
     }
@@ -207,14 +384,34 @@ struct LineCounter {
 }
 
 impl LineCounter {
-    fn open(path: &Path) -> Result<LineCounter> {
-        let file = std::fs::File::open(path)
-            .map_err(|e| EmberError::file(path, crate::fs::describe_io(&e)))?;
+    /// A counter from byte `start` of the file, whose line there is line 1.
+    fn open(path: &Path, start: u64) -> Result<LineCounter> {
+        use std::io::Seek;
+        let fail = |e: std::io::Error| EmberError::file(path, io(&e));
+        let mut file = std::fs::File::open(path).map_err(fail)?;
+        file.seek(std::io::SeekFrom::Start(start)).map_err(fail)?;
         Ok(LineCounter {
             reader: std::io::BufReader::with_capacity(1 << 16, file),
-            offset: 0,
+            offset: start,
             line: 1,
         })
+    }
+
+    /// The line that begins at byte `byte`, a line's first byte (offsets only grow).
+    fn line_at_exactly(&mut self, byte: u64) -> std::io::Result<u64> {
+        use std::io::BufRead;
+        while self.offset < byte {
+            let buf = self.reader.fill_buf()?;
+            let n =
+                usize::try_from(byte - self.offset).map_or(buf.len(), |left| left.min(buf.len()));
+            if n == 0 {
+                break;
+            }
+            self.line += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+            self.reader.consume(n);
+            self.offset += n as u64;
+        }
+        Ok(self.line)
     }
 
     /// The line of the record the csv reader places at `byte` (offsets only grow): past the
@@ -341,5 +538,69 @@ fn csv_reason(e: &csv::Error) -> String {
             pos.as_ref().map_or(0, |p| p.line())
         ),
         _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, text: &[u8]) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("ember-text-csv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Every record's cells and line.
+    fn rows(csv: &TextCsv) -> Vec<(u64, Vec<String>)> {
+        (0..csv.rows())
+            .map(|r| (csv.line(r), csv.record(r).map(str::to_string).collect()))
+            .collect()
+    }
+
+    /// What cuts a file badly: quoted cells holding line ends, delimiters and quotes, blank
+    /// lines (CRLF too), a quote inside an unquoted cell.
+    const AWKWARD: &str = "a,b,c\n1,\"x\ny\",3\n\n4,5,NA\r\n\r\n7,\"q\"\"\n,\",9\n10,ab\"c,12\n\n\n13, 14 ,15\n\"16\",\"\n\n\",18";
+
+    #[test]
+    fn two_readers_read_what_one_does_wherever_the_file_is_cut() {
+        let path = file("awkward.csv", AWKWARD.as_bytes());
+        let one = read_text_at(&path, None).unwrap();
+        assert_eq!(one.rows(), 6);
+        assert_eq!(one.line(5), 13);
+        let labelled = |mut csv: TextCsv| {
+            let missing = crate::data::columns::Missing::default();
+            assert_eq!(csv.drop_missing_labels(&["c".into()], &missing).unwrap(), 1);
+            rows(&csv)
+        };
+        let one_labelled = labelled(read_text_at(&path, None).unwrap());
+        for byte in 0..=AWKWARD.len() as u64 + 1 {
+            let two = read_text_at(&path, Some(byte)).unwrap();
+            assert_eq!(two.header, one.header, "cut at {byte}");
+            assert_eq!(rows(&two), rows(&one), "cut at {byte}");
+            assert_eq!(labelled(two), one_labelled, "cut at {byte}");
+        }
+    }
+
+    #[test]
+    fn an_error_after_the_cut_names_the_files_line() {
+        let mut bad_utf8 = b"a,b\n1,2\n3,4\n\n5,6\n7,\xff\n9,10\n".to_vec();
+        let short = b"a,b\n1,2\n3,4\n\n5,6\n7\n9,10\n".to_vec();
+        for (name, text, error) in [
+            ("utf8.csv", &mut bad_utf8, "line 6: not valid UTF-8 text"),
+            (
+                "short.csv",
+                &mut short.clone(),
+                "line 6: 1 fields, but the header has 2",
+            ),
+        ] {
+            let path = file(name, text);
+            for byte in 0..=text.len() as u64 {
+                let err = read_text_at(&path, Some(byte)).err().unwrap().to_string();
+                assert!(err.ends_with(error), "cut at {byte}: {err}");
+            }
+        }
     }
 }

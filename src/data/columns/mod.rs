@@ -57,26 +57,40 @@ pub const DEFAULT_MISSING: [&str; 5] = ["", "NA", "NaN", "null", "?"];
 
 /// The spellings of a missing cell.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Missing(Vec<String>);
+pub struct Missing {
+    spellings: Vec<String>,
+    /// Which bytes begin a spelling, in lower case: most cells (numbers) are told apart by
+    /// their first byte without a comparison.
+    first_bytes: [bool; 256],
+}
 
 impl Missing {
     pub fn new(spellings: &[String]) -> Missing {
-        Missing(spellings.to_vec())
+        let mut first_bytes = [false; 256];
+        for first in spellings.iter().filter_map(|s| s.bytes().next()) {
+            first_bytes[usize::from(first.to_ascii_lowercase())] = true;
+        }
+        Missing {
+            spellings: spellings.to_vec(),
+            first_bytes,
+        }
     }
 
     pub fn is(&self, cell: &str) -> bool {
-        self.0.iter().any(|m| m.eq_ignore_ascii_case(cell))
+        let first = cell.bytes().next().map(|b| b.to_ascii_lowercase());
+        first.is_none_or(|b| self.first_bytes[usize::from(b)])
+            && self.spellings.iter().any(|m| m.eq_ignore_ascii_case(cell))
     }
 
     /// The spellings as configured (matched in any ASCII letter case).
     pub fn spellings(&self) -> &[String] {
-        &self.0
+        &self.spellings
     }
 }
 
 impl Default for Missing {
     fn default() -> Missing {
-        Missing(DEFAULT_MISSING.iter().map(|s| s.to_string()).collect())
+        Missing::new(&DEFAULT_MISSING.map(String::from))
     }
 }
 
@@ -199,23 +213,65 @@ pub fn typed_inputs(
     Ok(inputs)
 }
 
-/// The encodings of `inputs`, fitted on the rows of `csv` (the training file).
-pub fn fit(
+/// The encodings of `inputs`, fitted on the rows of `csv` (the training file), and those rows
+/// encoded with them: each cell is parsed once, for both.
+pub fn fit_and_encode(
     csv: &TextCsv,
     inputs: &[(usize, ColumnKind)],
     missing: &Missing,
-) -> Result<Vec<Encoding>> {
+) -> Result<(Vec<Encoding>, Matrix, Unseen)> {
     // Each column in parallel; the errors in column order, so the same one is reported.
-    let fitted: Vec<Result<Encoding>> = inputs
+    let fitted: Vec<Result<(Encoding, Parsed)>> = inputs
         .par_iter()
         .map(|&(c, kind)| fit_column(csv, c, kind, missing))
         .collect();
-    fitted.into_iter().collect()
+    let (encodings, parsed): (Vec<Encoding>, Vec<Parsed>) = fitted
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .unzip();
+    let (matrix, unseen) = interleave(csv, &encodings, &parsed, missing)?;
+    Ok((encodings, matrix, unseen))
 }
 
-fn fit_column(csv: &TextCsv, c: usize, kind: ColumnKind, missing: &Missing) -> Result<Encoding> {
+/// One column's cells, parsed once for its fit and its encoding.
+enum Parsed {
+    /// numeric: each cell's value as the model takes it (f32 of the f64 parse), NaN where the
+    /// cell is missing (a finite parse never gives NaN).
+    Numbers(Vec<f32>),
+    /// date: each cell's day since 1970-01-01, NaN where the cell is missing.
+    Days(Vec<f64>),
+    /// category: read from the text when encoded.
+    Text,
+}
+
+/// The cells of column `c` parsed as `kind`; an error names the first bad cell's line.
+fn parse_column(csv: &TextCsv, c: usize, kind: ColumnKind, missing: &Missing) -> Result<Vec<f64>> {
     let name = &csv.header[c];
-    let present = || csv.texts(c).filter(|(t, _)| !missing.is(t));
+    csv.texts(c)
+        .map(|(t, line)| match missing.is(t) {
+            true => Ok(f64::NAN),
+            false => scalar(csv, name, kind, t, line),
+        })
+        .collect()
+}
+
+/// Column `c`'s cells as [`Parsed`], the numbers narrowed to f32 once fitted.
+fn parsed(kind: ColumnKind, values: Vec<f64>) -> Parsed {
+    match kind {
+        ColumnKind::Numeric => Parsed::Numbers(values.iter().map(|v| *v as f32).collect()),
+        ColumnKind::Date => Parsed::Days(values),
+        _ => Parsed::Text,
+    }
+}
+
+fn fit_column(
+    csv: &TextCsv,
+    c: usize,
+    kind: ColumnKind,
+    missing: &Missing,
+) -> Result<(Encoding, Parsed)> {
+    let name = &csv.header[c];
     let mut enc = Encoding {
         column: name.clone(),
         kind,
@@ -225,22 +281,25 @@ fn fit_column(csv: &TextCsv, c: usize, kind: ColumnKind, missing: &Missing) -> R
     };
     match kind {
         ColumnKind::Numeric | ColumnKind::Date => {
-            let mut values = present()
-                .map(|(t, line)| scalar(csv, name, kind, t, line))
-                .collect::<Result<Vec<f64>>>()?;
-            if values.is_empty() {
+            let values = parse_column(csv, c, kind, missing)?;
+            let mut present: Vec<f64> = values.iter().copied().filter(|v| !v.is_nan()).collect();
+            if present.is_empty() {
                 return Err(csv.fail(format!(
                     "column \"{name}\" ({}) has no value in any row; mark it \"ignore\" in data.columns",
                     kind.name()
                 )));
             }
-            enc.indicator = values.len() < csv.rows();
-            enc.fill = Some(median(&mut values, kind));
+            enc.indicator = present.len() < csv.rows();
+            enc.fill = Some(median(&mut present, kind));
+            Ok((enc, parsed(kind, values)))
         }
-        ColumnKind::Category => enc.levels = Some(levels(present().map(|(t, _)| t))),
+        ColumnKind::Category => {
+            let present = csv.texts(c).filter(|(t, _)| !missing.is(t));
+            enc.levels = Some(levels(present.map(|(t, _)| t)));
+            Ok((enc, Parsed::Text))
+        }
         ColumnKind::Ignore => unreachable!("ignored columns have no encoding"),
     }
-    Ok(enc)
 }
 
 /// The median of `values` (the lower middle value for a date, which must stay a whole day),
@@ -318,26 +377,46 @@ impl Unseen {
     }
 }
 
-/// Rows encoded by one task of [`encode`].
+/// Rows encoded by one task of [`interleave`].
 const ENCODE_ROWS: usize = 16 * 1024;
 
 /// The inputs of every row of `csv` under `encodings`: a row-major matrix, and the count of
 /// levels training had not seen. A column the file lacks is an error; extra columns are not.
-/// Blocks of rows are encoded in parallel.
 pub fn encode(
     csv: &TextCsv,
     encodings: &[Encoding],
     missing: &Missing,
 ) -> Result<(Matrix, Unseen)> {
+    let columns = (encodings.iter())
+        .map(|enc| csv.column(&enc.column, "a column of the run's data.encoding"))
+        .collect::<Result<Vec<usize>>>()?;
+    // Each column parsed in parallel; the errors in column order, so the same one is reported.
+    let parsed: Vec<Result<Parsed>> = (columns.par_iter().zip(encodings))
+        .map(|(&c, enc)| match enc.kind {
+            ColumnKind::Category => Ok(Parsed::Text),
+            kind => Ok(parsed(kind, parse_column(csv, c, kind, missing)?)),
+        })
+        .collect();
+    let parsed = parsed.into_iter().collect::<Result<Vec<_>>>()?;
+    interleave(csv, encodings, &parsed, missing)
+}
+
+/// Writes each column's inputs into the rows of one matrix, blocks of rows in parallel.
+fn interleave(
+    csv: &TextCsv,
+    encodings: &[Encoding],
+    parsed: &[Parsed],
+    missing: &Missing,
+) -> Result<(Matrix, Unseen)> {
     let mut width = 0;
     let mut columns = Vec::with_capacity(encodings.len());
-    for enc in encodings {
-        columns.push(Column::new(csv, enc, width)?);
+    for (enc, cells) in encodings.iter().zip(parsed) {
+        columns.push(Column::new(csv, enc, cells, width)?);
         width += enc.inputs().len();
     }
     let rows = csv.rows();
     let mut values = vec![0.0f32; rows * width];
-    let blocks: Vec<Result<Vec<usize>>> = values
+    let blocks: Vec<Vec<usize>> = values
         .par_chunks_mut(ENCODE_ROWS * width.max(1))
         .enumerate()
         .map(|(b, block)| {
@@ -351,7 +430,7 @@ pub fn encode(
     let mut unseen = Unseen::default();
     let mut others = vec![0; columns.len()];
     for block in blocks {
-        others.iter_mut().zip(block?).for_each(|(n, b)| *n += b);
+        others.iter_mut().zip(block).for_each(|(n, b)| *n += b);
     }
     for (enc, n) in encodings.iter().zip(others).filter(|(_, n)| *n > 0) {
         unseen.0.push((enc.column.clone(), n));
@@ -364,23 +443,30 @@ pub fn encode(
     Ok((matrix, unseen))
 }
 
-/// One encoded column: its encoding, its index in the file, its first input, and its levels'
-/// inputs (categories).
+/// One encoded column: its encoding, its parsed cells, its index in the file, its first input,
+/// and its levels' inputs (categories).
 struct Column<'a> {
     enc: &'a Encoding,
+    cells: &'a Parsed,
     c: usize,
     offset: usize,
     index: FxHashMap<&'a str, usize>,
 }
 
 impl<'a> Column<'a> {
-    fn new(csv: &TextCsv, enc: &'a Encoding, offset: usize) -> Result<Column<'a>> {
+    fn new(
+        csv: &TextCsv,
+        enc: &'a Encoding,
+        cells: &'a Parsed,
+        offset: usize,
+    ) -> Result<Column<'a>> {
         let c = csv.column(&enc.column, "a column of the run's data.encoding")?;
         let index = (enc.levels.iter().flatten().enumerate())
             .map(|(i, l)| (l.as_str(), i))
             .collect();
         Ok(Column {
             enc,
+            cells,
             c,
             offset,
             index,
@@ -396,17 +482,17 @@ impl<'a> Column<'a> {
         rows: std::ops::Range<usize>,
         block: &mut [f32],
         stride: usize,
-    ) -> Result<usize> {
+    ) -> usize {
         let (enc, index) = (self.enc, &self.index);
+        let fill = enc.fill.unwrap_or_default();
         let mut other = 0;
         for (i, r) in rows.enumerate() {
             let row = &mut block[i * stride + self.offset..];
-            let cell = csv.cell(self.c, r);
-            let absent = missing.is(cell);
-            match enc.kind {
-                ColumnKind::Category => {
+            let (width, absent) = match self.cells {
+                Parsed::Text => {
+                    let cell = csv.cell(self.c, r);
                     let slot = match index.get(cell) {
-                        _ if absent => index.len(),
+                        _ if missing.is(cell) => index.len(),
                         Some(&i) => i,
                         None => {
                             other += 1;
@@ -414,29 +500,26 @@ impl<'a> Column<'a> {
                         }
                     };
                     row[slot] = 1.0;
+                    continue;
                 }
-                ColumnKind::Numeric | ColumnKind::Date => {
-                    let fill = enc.fill.expect("numeric and date encodings have a fill");
-                    let v = match absent {
-                        true => fill,
-                        false => scalar(csv, &enc.column, enc.kind, cell, csv.line(r))?,
-                    };
-                    let width = if enc.kind == ColumnKind::Date {
-                        let day = dates::date_of(v as i64).expect("a parsed day or a checked fill");
-                        row[..dates::PARTS.len()].copy_from_slice(&dates::parts(day));
-                        dates::PARTS.len()
-                    } else {
-                        row[0] = v as f32;
-                        1
-                    };
-                    if enc.indicator {
-                        row[width] = f32::from(u8::from(absent));
-                    }
+                Parsed::Numbers(values) => {
+                    let absent = values[r].is_nan();
+                    row[0] = if absent { fill as f32 } else { values[r] };
+                    (1, absent)
                 }
-                ColumnKind::Ignore => unreachable!("ignored columns have no encoding"),
+                Parsed::Days(days) => {
+                    let absent = days[r].is_nan();
+                    let day = if absent { fill } else { days[r] };
+                    let date = dates::date_of(day as i64).expect("a parsed day or a checked fill");
+                    row[..dates::PARTS.len()].copy_from_slice(&dates::parts(date));
+                    (dates::PARTS.len(), absent)
+                }
+            };
+            if enc.indicator {
+                row[width] = f32::from(u8::from(absent));
             }
         }
-        Ok(other)
+        other
     }
 }
 

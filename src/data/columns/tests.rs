@@ -17,6 +17,18 @@ fn csv(name: &str, text: &str) -> TextCsv {
     read_text(&path).unwrap()
 }
 
+/// The encodings [`fit_and_encode`] fits; the rows it encodes with them must be the rows
+/// [`encode`] makes of the same file with the same encodings.
+fn fit(csv: &TextCsv, inputs: &[(usize, ColumnKind)], missing: &Missing) -> Result<Vec<Encoding>> {
+    let (encodings, inputs, unseen) = fit_and_encode(csv, inputs, missing)?;
+    let (again, unseen_again) = encode(csv, &encodings, missing).unwrap();
+    let bits = |m: &Matrix| m.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!((inputs.rows, inputs.cols), (again.rows, again.cols));
+    assert_eq!(bits(&inputs), bits(&again));
+    assert_eq!(unseen, unseen_again);
+    Ok(encodings)
+}
+
 fn typed(pairs: &[(&str, ColumnKind)]) -> BTreeMap<String, ColumnKind> {
     pairs.iter().map(|(n, k)| (n.to_string(), *k)).collect()
 }
@@ -256,4 +268,18 @@ fn a_hand_edited_encoding_must_fit_its_kind() {
     );
     enc[1].fill = Some(1.0);
     assert!(enc[1].check().is_err());
+}
+
+#[test]
+fn missing_spellings_match_in_any_letter_case_and_nothing_else() {
+    let default = Missing::default();
+    for cell in ["", "NA", "na", "nan", "NaN", "NULL", "Null", "?"] {
+        assert!(default.is(cell), "{cell:?}");
+    }
+    for cell in ["0", "N", "nab", "1.5", "?x", "-", "none"] {
+        assert!(!default.is(cell), "{cell:?}");
+    }
+    let custom = Missing::new(&["-999".to_string(), "Unknown".to_string()]);
+    assert!(custom.is("-999") && custom.is("UNKNOWN") && custom.is("unknown"));
+    assert!(!custom.is("") && !custom.is("-99") && !custom.is("NA"));
 }
