@@ -158,16 +158,16 @@ fn read_text_at(path: &Path, half: Option<u64>) -> Result<TextCsv> {
     match (next, second) {
         // The file ended before the second half's first record.
         (None, _) => {}
-        (Some(at), Ok(second))
-            if head.line_ends.offset <= boundary && only_line_ends(path, boundary, at) =>
-        {
+        (Some(at), Ok(second)) if at == boundary && head.line_ends.offset <= boundary => {
             let fail = |e: std::io::Error| EmberError::file(path, io(&e));
-            let lines_before = head.line_ends.line_at_exactly(boundary).map_err(fail)?;
-            records.append(second, lines_before - 1);
+            let line_at_cut = head.line_ends.line_at_exactly(boundary).map_err(fail)?;
+            records.append(second, line_at_cut - 1);
         }
         // The second reader began inside a record, or met an error (whose line it cannot
         // number): this reader reads the rest itself.
-        (Some(_), _) => {
+        (Some(at), second) => {
+            drop(second);
+            reserve(&mut records, head.bytes as f64 / at.max(1) as f64);
             head.take_record(&mut records, path)?;
             head.read_until(u64::MAX, &mut records, path)?;
         }
@@ -175,31 +175,26 @@ fn read_text_at(path: &Path, half: Option<u64>) -> Result<TextCsv> {
     Ok(records.into_csv(path, header))
 }
 
-/// Whether the file holds only line ends from byte `from` to byte `to` (blank lines, which
-/// the csv reader skips).
-fn only_line_ends(path: &Path, from: u64, to: u64) -> bool {
-    use std::io::{Read, Seek};
-    let mut between = Vec::new();
-    let read = std::fs::File::open(path).and_then(|mut f| {
-        f.seek(std::io::SeekFrom::Start(from))?;
-        f.take(to - from).read_to_end(&mut between)
-    });
-    read.is_ok_and(|n| n as u64 == to - from) && between.iter().all(|b| matches!(b, b'\r' | b'\n'))
-}
-
-/// The byte after the first line end at or after `byte`; `None` when there is none.
+/// Where a second reader may start: the byte after the first `\n` at or after `byte`, or that
+/// `\n` itself when it ends a CRLF (the csv reader ends a record at the `\r` and counts the `\n`
+/// as the next record's first byte). `None` when the file has no line end there, or when a
+/// byte-order mark follows it (a reader strips one at its start, where one reader would not).
 fn line_start_after(path: &Path, byte: u64) -> Result<Option<u64>> {
-    use std::io::{BufRead, Seek};
-    let file = std::fs::File::open(path).map_err(|e| EmberError::file(path, io(&e)))?;
+    use std::io::{BufRead, Read, Seek};
+    let fail = |e: std::io::Error| EmberError::file(path, io(&e));
+    let file = std::fs::File::open(path).map_err(fail)?;
     let mut reader = std::io::BufReader::new(file);
-    reader
-        .seek(std::io::SeekFrom::Start(byte))
-        .map_err(|e| EmberError::file(path, io(&e)))?;
-    let mut skipped = Vec::new();
-    let n = reader
-        .read_until(b'\n', &mut skipped)
-        .map_err(|e| EmberError::file(path, io(&e)))?;
-    Ok((skipped.last() == Some(&b'\n')).then_some(byte + n as u64))
+    reader.seek(std::io::SeekFrom::Start(byte)).map_err(fail)?;
+    let mut line = Vec::new();
+    let n = reader.read_until(b'\n', &mut line).map_err(fail)? as u64;
+    let mut next = Vec::new();
+    reader.take(3).read_to_end(&mut next).map_err(fail)?;
+    Ok(match line.as_slice() {
+        _ if next == [0xEF, 0xBB, 0xBF] => None,
+        [.., b'\r', b'\n'] => Some(byte + n - 1),
+        [.., b'\n'] => Some(byte + n),
+        _ => None,
+    })
 }
 
 fn io(e: &std::io::Error) -> String {
@@ -220,8 +215,9 @@ impl Records {
         }
     }
 
-    /// Appends the records of a later stretch of the file, whose line numbers count from 1 at
-    /// the line after `lines_before`; their text stays where it was read, not copied.
+    /// Appends the records of a later stretch of the file, read by a reader that numbered its
+    /// first line 1: that line is line `lines_before + 1` of the file. Their text stays where
+    /// it was read, not copied.
     fn append(&mut self, later: Records, lines_before: u64) {
         for (column, more) in self.columns.iter_mut().zip(later.columns) {
             column.after = Some(Box::new(more));
@@ -260,7 +256,7 @@ impl Reader {
         let fail = |e: std::io::Error| EmberError::file(path, io(&e));
         let mut file = std::fs::File::open(path).map_err(fail)?;
         file.seek(std::io::SeekFrom::Start(start)).map_err(fail)?;
-        let bytes = file.metadata().map_err(fail)?.len() - start;
+        let bytes = file.metadata().map_err(fail)?.len().saturating_sub(start);
         let csv = csv::ReaderBuilder::new()
             .delimiter(delimiter)
             .flexible(true)
@@ -397,37 +393,32 @@ impl LineCounter {
         })
     }
 
-    /// The line that begins at byte `byte`, a line's first byte (offsets only grow).
+    /// The line of byte `byte` (offsets only grow), counting the line ends before it.
     fn line_at_exactly(&mut self, byte: u64) -> std::io::Result<u64> {
-        use std::io::BufRead;
-        while self.offset < byte {
-            let buf = self.reader.fill_buf()?;
-            let n =
-                usize::try_from(byte - self.offset).map_or(buf.len(), |left| left.min(buf.len()));
-            if n == 0 {
-                break;
-            }
-            self.line += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
-            self.reader.consume(n);
-            self.offset += n as u64;
-        }
-        Ok(self.line)
+        self.advance(|buf, offset| {
+            usize::try_from(byte.saturating_sub(offset))
+                .map_or(buf.len(), |left| left.min(buf.len()))
+        })
     }
 
     /// The line of the record the csv reader places at `byte` (offsets only grow): past the
     /// line ends before it, and past the ends of blank lines that the reader skipped there.
     fn line_at(&mut self, byte: u64) -> std::io::Result<u64> {
+        self.line_at_exactly(byte)?;
+        self.advance(|buf, _| {
+            buf.iter()
+                .take_while(|b| matches!(b, b'\r' | b'\n'))
+                .count()
+        })
+    }
+
+    /// Consumes bytes while `take` (given the buffered bytes and their offset) says how many,
+    /// counting line ends; the line reached.
+    fn advance(&mut self, take: impl Fn(&[u8], u64) -> usize) -> std::io::Result<u64> {
         use std::io::BufRead;
         loop {
             let buf = self.reader.fill_buf()?;
-            let n = match usize::try_from(byte.saturating_sub(self.offset)) {
-                Ok(0) => buf
-                    .iter()
-                    .take_while(|b| matches!(b, b'\r' | b'\n'))
-                    .count(),
-                Ok(left) => left.min(buf.len()),
-                Err(_) => buf.len(),
-            };
+            let n = take(buf, self.offset);
             if n == 0 {
                 return Ok(self.line);
             }
@@ -561,15 +552,20 @@ mod tests {
     }
 
     /// What cuts a file badly: quoted cells holding line ends, delimiters and quotes, blank
-    /// lines (CRLF too), a quote inside an unquoted cell.
-    const AWKWARD: &str = "a,b,c\n1,\"x\ny\",3\n\n4,5,NA\r\n\r\n7,\"q\"\"\n,\",9\n10,ab\"c,12\n\n\n13, 14 ,15\n\"16\",\"\n\n\",18";
+    /// lines (CRLF too), a quote inside an unquoted cell, a byte-order mark starting a line.
+    const AWKWARD: &str = "a,b,c\n1,\"x\ny\",3\n\n4,5,NA\r\n\r\n7,\"q\"\"\n,\",9\n10,ab\"c,12\n\u{feff}19,20,21\n\n\n13, 14 ,15\n\"16\",\"\n\n\",18";
 
     #[test]
     fn two_readers_read_what_one_does_wherever_the_file_is_cut() {
         let path = file("awkward.csv", AWKWARD.as_bytes());
         let one = read_text_at(&path, None).unwrap();
-        assert_eq!(one.rows(), 6);
-        assert_eq!(one.line(5), 13);
+        assert_eq!(one.rows(), 7);
+        assert_eq!(one.line(6), 14);
+        assert_eq!(
+            one.cell(0, 4),
+            "\u{feff}19",
+            "a byte-order mark inside the file is text"
+        );
         let labelled = |mut csv: TextCsv| {
             let missing = crate::data::columns::Missing::default();
             assert_eq!(csv.drop_missing_labels(&["c".into()], &missing).unwrap(), 1);
@@ -581,6 +577,22 @@ mod tests {
             assert_eq!(two.header, one.header, "cut at {byte}");
             assert_eq!(rows(&two), rows(&one), "cut at {byte}");
             assert_eq!(labelled(two), one_labelled, "cut at {byte}");
+        }
+    }
+
+    #[test]
+    fn lf_and_crlf_files_are_read_in_two_halves() {
+        for end in ["\n", "\r\n"] {
+            let rows_text: String = (0..100).map(|i| format!("{i},{}{end}", 2 * i)).collect();
+            let text = format!("a,b{end}{rows_text}");
+            let path = file(&format!("halves-{}.csv", end.len()), text.as_bytes());
+            let one = read_text_at(&path, None).unwrap();
+            let two = read_text_at(&path, Some(text.len() as u64 / 2)).unwrap();
+            assert!(
+                two.columns[0].after.is_some(),
+                "{end:?}: the second half was kept"
+            );
+            assert_eq!(rows(&two), rows(&one), "{end:?}");
         }
     }
 

@@ -220,16 +220,13 @@ pub fn fit_and_encode(
     inputs: &[(usize, ColumnKind)],
     missing: &Missing,
 ) -> Result<(Vec<Encoding>, Matrix, Unseen)> {
-    // Each column in parallel; the errors in column order, so the same one is reported.
-    let fitted: Vec<Result<(Encoding, Parsed)>> = inputs
+    // Each column in parallel; the error reported is the file's first bad cell.
+    let fitted: Vec<std::result::Result<(Encoding, Parsed), BadCell>> = inputs
         .par_iter()
         .map(|&(c, kind)| fit_column(csv, c, kind, missing))
         .collect();
-    let (encodings, parsed): (Vec<Encoding>, Vec<Parsed>) = fitted
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .unzip();
+    let (encodings, parsed): (Vec<Encoding>, Vec<Parsed>) =
+        first_bad_cell(fitted)?.into_iter().unzip();
     let (matrix, unseen) = interleave(csv, &encodings, &parsed, missing)?;
     Ok((encodings, matrix, unseen))
 }
@@ -245,15 +242,40 @@ enum Parsed {
     Text,
 }
 
+/// A column's parse failed at this row with this error.
+type BadCell = (usize, crate::error::EmberError);
+
 /// The cells of column `c` parsed as `kind`; an error names the first bad cell's line.
-fn parse_column(csv: &TextCsv, c: usize, kind: ColumnKind, missing: &Missing) -> Result<Vec<f64>> {
+fn parse_column(
+    csv: &TextCsv,
+    c: usize,
+    kind: ColumnKind,
+    missing: &Missing,
+) -> std::result::Result<Vec<f64>, BadCell> {
     let name = &csv.header[c];
-    csv.texts(c)
-        .map(|(t, line)| match missing.is(t) {
-            true => Ok(f64::NAN),
-            false => scalar(csv, name, kind, t, line),
-        })
-        .collect()
+    let mut values = Vec::with_capacity(csv.rows());
+    for (r, (t, line)) in csv.texts(c).enumerate() {
+        values.push(match missing.is(t) {
+            true => f64::NAN,
+            false => scalar(csv, name, kind, t, line).map_err(|e| (r, e))?,
+        });
+    }
+    Ok(values)
+}
+
+/// Each column's result, or the error of the file's first bad cell (by row, then column), as
+/// reading row by row would meet it.
+fn first_bad_cell<T>(results: Vec<std::result::Result<T, BadCell>>) -> Result<Vec<T>> {
+    let mut first: Option<BadCell> = None;
+    let mut oks = Vec::with_capacity(results.len());
+    for result in results {
+        match result {
+            Ok(t) => oks.push(t),
+            Err(bad) if first.as_ref().is_none_or(|f| bad.0 < f.0) => first = Some(bad),
+            Err(_) => {}
+        }
+    }
+    first.map_or(Ok(oks), |(_, e)| Err(e))
 }
 
 /// Column `c`'s cells as [`Parsed`], the numbers narrowed to f32 once fitted.
@@ -270,7 +292,7 @@ fn fit_column(
     c: usize,
     kind: ColumnKind,
     missing: &Missing,
-) -> Result<(Encoding, Parsed)> {
+) -> std::result::Result<(Encoding, Parsed), BadCell> {
     let name = &csv.header[c];
     let mut enc = Encoding {
         column: name.clone(),
@@ -284,10 +306,10 @@ fn fit_column(
             let values = parse_column(csv, c, kind, missing)?;
             let mut present: Vec<f64> = values.iter().copied().filter(|v| !v.is_nan()).collect();
             if present.is_empty() {
-                return Err(csv.fail(format!(
+                return Err((csv.rows(), csv.fail(format!(
                     "column \"{name}\" ({}) has no value in any row; mark it \"ignore\" in data.columns",
                     kind.name()
-                )));
+                ))));
             }
             enc.indicator = present.len() < csv.rows();
             enc.fill = Some(median(&mut present, kind));
@@ -390,14 +412,14 @@ pub fn encode(
     let columns = (encodings.iter())
         .map(|enc| csv.column(&enc.column, "a column of the run's data.encoding"))
         .collect::<Result<Vec<usize>>>()?;
-    // Each column parsed in parallel; the errors in column order, so the same one is reported.
-    let parsed: Vec<Result<Parsed>> = (columns.par_iter().zip(encodings))
+    // Each column parsed in parallel; the error reported is the file's first bad cell.
+    let parsed: Vec<std::result::Result<Parsed, BadCell>> = (columns.par_iter().zip(encodings))
         .map(|(&c, enc)| match enc.kind {
             ColumnKind::Category => Ok(Parsed::Text),
             kind => Ok(parsed(kind, parse_column(csv, c, kind, missing)?)),
         })
         .collect();
-    let parsed = parsed.into_iter().collect::<Result<Vec<_>>>()?;
+    let parsed = first_bad_cell(parsed)?;
     interleave(csv, encodings, &parsed, missing)
 }
 

@@ -283,3 +283,26 @@ fn missing_spellings_match_in_any_letter_case_and_nothing_else() {
     assert!(custom.is("-999") && custom.is("UNKNOWN") && custom.is("unknown"));
     assert!(!custom.is("") && !custom.is("-99") && !custom.is("NA"));
 }
+
+#[test]
+fn the_error_names_the_files_first_bad_cell() {
+    use ColumnKind::*;
+    let t = csv("two-bad.csv", "a,b,y\n1,2,0\n3,x,1\nz,w,0\n");
+    let inputs = [(0, Numeric), (1, Numeric)];
+    let err = fit(&t, &inputs, &Missing::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("line 3: column \"b\" (numeric) holds \"x\""),
+        "{err}"
+    );
+    let good = csv("good.csv", "a,b,y\n1,2,0\n3,4,1\n");
+    let enc = fit(&good, &inputs, &Missing::default()).unwrap();
+    let err = encode(&t, &enc, &Missing::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("line 3: column \"b\" (numeric) holds \"x\""),
+        "{err}"
+    );
+}
