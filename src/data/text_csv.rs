@@ -124,7 +124,7 @@ pub fn read_text(path: &Path) -> Result<TextCsv> {
 /// read by a second reader side by side with the first. The first reader checks that a record
 /// starts there (a line end inside a quoted cell is not a record's end) and else reads on
 /// alone, so the records are always those one reader finds.
-fn read_text_at(path: &Path, half: Option<u64>) -> Result<TextCsv> {
+pub(crate) fn read_text_at(path: &Path, half: Option<u64>) -> Result<TextCsv> {
     let fail = |what: String| EmberError::file(path, what);
     let delimiter = delimiter_of(&first_line(path)?);
     let mut head = Reader::open(path, delimiter, 0, true)?;

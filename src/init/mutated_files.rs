@@ -115,3 +115,36 @@ fn init_survives_thousands_of_mutated_files() {
         "{drafted} drafted, {refused} refused"
     );
 }
+
+/// What a reader made of a file: every record's line and cells, or its error.
+fn records(csv: crate::error::Result<crate::data::table::TextCsv>) -> Result<Vec<String>, String> {
+    let csv = csv.map_err(|e| e.to_string())?;
+    let rows =
+        (0..csv.rows()).map(|r| format!("{} {:?}", csv.line(r), csv.record(r).collect::<Vec<_>>()));
+    Ok(std::iter::once(format!("{:?}", csv.header))
+        .chain(rows)
+        .collect())
+}
+
+#[test]
+fn two_readers_read_mutated_files_as_one_does() {
+    use crate::data::text_csv::read_text_at;
+    let dir = std::env::temp_dir().join(format!("ember-mutated-halves-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.csv");
+    let mut rng = Lcg(2026);
+    for case in 0..3000 {
+        let mut text = BASE.as_bytes().to_vec();
+        for _ in 0..=rng.below(3) {
+            text = mutate(&mut rng, text);
+        }
+        std::fs::write(&path, &text).unwrap();
+        let one = records(read_text_at(&path, None));
+        // Cuts spread over the file without drawing from `rng`, so the cases are the other
+        // test's.
+        for cut in [text.len() / 2, case * 7919 % (text.len() + 1)] {
+            let two = records(read_text_at(&path, Some(cut as u64)));
+            assert_eq!(two, one, "case {case}, cut at {cut}");
+        }
+    }
+}
