@@ -130,11 +130,7 @@ mod tests {
     use std::io::Write;
 
     fn temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("ember-idx-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
-        std::fs::write(&path, bytes).unwrap();
-        path
+        crate::data::test_file("idx", name, bytes)
     }
 
     fn gz(bytes: &[u8]) -> Vec<u8> {

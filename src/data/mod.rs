@@ -443,6 +443,17 @@ pub fn apply_stats(split: &mut HostSplit, stats: &Standardization) {
     }
 }
 
+/// `bytes` written as file `name` in the temp folder `ember-{folder}-{pid}`, for unit tests:
+/// the tests of one binary share its pid, so each module names a folder of its own.
+#[cfg(test)]
+pub(crate) fn test_file(folder: &str, name: &str, bytes: impl AsRef<[u8]>) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ember-{folder}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -199,11 +199,7 @@ mod tests {
     use crate::data::text_csv::delimiter_of;
 
     fn file(name: &str, text: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("ember-csv-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
+        crate::data::test_file("csv", name, text)
     }
 
     fn spec(targets: &[&str]) -> TableSpec {

@@ -244,7 +244,7 @@ struct Reader {
     line_ends: LineCounter,
     /// Where this reader began in the file; the csv reader's positions count from there.
     start: u64,
-    /// The file's size, for the estimate of what the columns will hold.
+    /// The file's bytes from `start` on, for the estimate of what the columns will hold.
     bytes: u64,
     record: csv::StringRecord,
 }
@@ -533,22 +533,25 @@ fn csv_reason(e: &csv::Error) -> String {
 }
 
 #[cfg(test)]
+impl TextCsv {
+    /// Every record's line and cells, for tests that compare two readings of a file.
+    pub(crate) fn lines_and_cells(&self) -> Vec<(u64, Vec<String>)> {
+        (0..self.rows())
+            .map(|r| (self.line(r), self.record(r).map(str::to_string).collect()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     fn file(name: &str, text: &[u8]) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("ember-text-csv-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
+        crate::data::test_file("text-csv", name, text)
     }
 
-    /// Every record's cells and line.
     fn rows(csv: &TextCsv) -> Vec<(u64, Vec<String>)> {
-        (0..csv.rows())
-            .map(|r| (csv.line(r), csv.record(r).map(str::to_string).collect()))
-            .collect()
+        csv.lines_and_cells()
     }
 
     /// What cuts a file badly: quoted cells holding line ends, delimiters and quotes, blank

@@ -62,6 +62,18 @@ fn mutate(rng: &mut Lcg, text: Vec<u8>) -> Vec<u8> {
     t
 }
 
+/// The mutated files both tests read, the same on every run: one to four mutations each.
+fn mutated_files() -> impl Iterator<Item = (usize, Vec<u8>)> {
+    let mut rng = Lcg(2026);
+    (0..3000).map(move |case| {
+        let mut text = BASE.as_bytes().to_vec();
+        for _ in 0..=rng.below(3) {
+            text = mutate(&mut rng, text);
+        }
+        (case, text)
+    })
+}
+
 /// What `init` made of `path`: a draft that parses and checks, or an error of one line.
 fn outcome(path: &std::path::Path) -> Result<(), String> {
     match from_csv(path, "species") {
@@ -78,35 +90,26 @@ fn outcome(path: &std::path::Path) -> Result<(), String> {
 
 #[test]
 fn init_survives_thousands_of_mutated_files() {
-    let dir = std::env::temp_dir().join(format!("ember-mutated-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("t.csv");
-    let mut rng = Lcg(2026);
     let (mut drafted, mut refused) = (0, 0);
-    for case in 0..3000 {
-        let mut text = BASE.as_bytes().to_vec();
-        for _ in 0..=rng.below(3) {
-            text = mutate(&mut rng, text);
-        }
-        std::fs::write(&path, &text).unwrap();
-        let kept = text.clone();
+    for (case, text) in mutated_files() {
+        let path = crate::data::test_file("mutated", "t.csv", &text);
         let result = std::panic::catch_unwind(|| outcome(&path));
         match result {
             Ok(Ok(())) => match from_csv(&path, "species") {
                 Ok(_) => drafted += 1,
                 Err(_) => refused += 1,
             },
-            Ok(Err(why)) => panic!("case {case}: {why}\n{}", String::from_utf8_lossy(&kept)),
+            Ok(Err(why)) => panic!("case {case}: {why}\n{}", String::from_utf8_lossy(&text)),
             Err(_) => panic!(
                 "case {case} panicked on\n{}",
-                String::from_utf8_lossy(&kept)
+                String::from_utf8_lossy(&text)
             ),
         }
     }
     // A 10 MB cell reads (or is refused) like any other.
     let mut huge = BASE.replacen("Torgersen", &"x".repeat(10 << 20), 1);
     huge.push('\n');
-    std::fs::write(&path, huge).unwrap();
+    let path = crate::data::test_file("mutated", "t.csv", huge);
     assert_eq!(outcome(&path), Ok(()));
     eprintln!("3000 mutated files: {drafted} drafted, {refused} refused with one line");
     // Both kinds happen: the mutations neither always break nor never break a file.
@@ -116,34 +119,23 @@ fn init_survives_thousands_of_mutated_files() {
     );
 }
 
-/// What a reader made of a file: every record's line and cells, or its error.
-fn records(csv: crate::error::Result<crate::data::table::TextCsv>) -> Result<Vec<String>, String> {
-    let csv = csv.map_err(|e| e.to_string())?;
-    let rows =
-        (0..csv.rows()).map(|r| format!("{} {:?}", csv.line(r), csv.record(r).collect::<Vec<_>>()));
-    Ok(std::iter::once(format!("{:?}", csv.header))
-        .chain(rows)
-        .collect())
+/// A reader's header and records (each with its line), or its error.
+type Reading = Result<(Vec<String>, Vec<(u64, Vec<String>)>), String>;
+
+fn reading(csv: crate::error::Result<crate::data::table::TextCsv>) -> Reading {
+    csv.map(|csv| (csv.header.clone(), csv.lines_and_cells()))
+        .map_err(|e| e.to_string())
 }
 
 #[test]
 fn two_readers_read_mutated_files_as_one_does() {
     use crate::data::text_csv::read_text_at;
-    let dir = std::env::temp_dir().join(format!("ember-mutated-halves-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("t.csv");
-    let mut rng = Lcg(2026);
-    for case in 0..3000 {
-        let mut text = BASE.as_bytes().to_vec();
-        for _ in 0..=rng.below(3) {
-            text = mutate(&mut rng, text);
-        }
-        std::fs::write(&path, &text).unwrap();
-        let one = records(read_text_at(&path, None));
-        // Cuts spread over the file without drawing from `rng`, so the cases are the other
-        // test's.
+    for (case, text) in mutated_files() {
+        let path = crate::data::test_file("mutated-halves", "t.csv", &text);
+        let one = reading(read_text_at(&path, None));
+        // The middle, and a byte that moves over the file from case to case.
         for cut in [text.len() / 2, case * 7919 % (text.len() + 1)] {
-            let two = records(read_text_at(&path, Some(cut as u64)));
+            let two = reading(read_text_at(&path, Some(cut as u64)));
             assert_eq!(two, one, "case {case}, cut at {cut}");
         }
     }

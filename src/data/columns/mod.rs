@@ -227,7 +227,8 @@ pub fn fit_and_encode(
         .collect();
     let (encodings, parsed): (Vec<Encoding>, Vec<Parsed>) =
         first_bad_cell(fitted)?.into_iter().unzip();
-    let (matrix, unseen) = interleave(csv, &encodings, &parsed, missing)?;
+    let columns: Vec<usize> = inputs.iter().map(|(c, _)| *c).collect();
+    let (matrix, unseen) = interleave(csv, &columns, &encodings, &parsed, missing);
     Ok((encodings, matrix, unseen))
 }
 
@@ -420,20 +421,22 @@ pub fn encode(
         })
         .collect();
     let parsed = first_bad_cell(parsed)?;
-    interleave(csv, encodings, &parsed, missing)
+    Ok(interleave(csv, &columns, encodings, &parsed, missing))
 }
 
-/// Writes each column's inputs into the rows of one matrix, blocks of rows in parallel.
+/// Writes the inputs of each column (file column `columns[i]`, encoded by `encodings[i]`)
+/// into the rows of one matrix, blocks of rows in parallel.
 fn interleave(
     csv: &TextCsv,
+    columns: &[usize],
     encodings: &[Encoding],
     parsed: &[Parsed],
     missing: &Missing,
-) -> Result<(Matrix, Unseen)> {
+) -> (Matrix, Unseen) {
     let mut width = 0;
-    let mut columns = Vec::with_capacity(encodings.len());
-    for (enc, cells) in encodings.iter().zip(parsed) {
-        columns.push(Column::new(csv, enc, cells, width)?);
+    let mut encoded = Vec::with_capacity(encodings.len());
+    for ((&c, enc), cells) in columns.iter().zip(encodings).zip(parsed) {
+        encoded.push(Column::new(c, enc, cells, width));
         width += enc.inputs().len();
     }
     let rows = csv.rows();
@@ -444,13 +447,13 @@ fn interleave(
         .map(|(b, block)| {
             let first = b * ENCODE_ROWS;
             let rows = first..first + block.len() / width.max(1);
-            (columns.iter())
+            (encoded.iter())
                 .map(|col| col.encode(csv, missing, rows.clone(), block, width))
                 .collect()
         })
         .collect();
     let mut unseen = Unseen::default();
-    let mut others = vec![0; columns.len()];
+    let mut others = vec![0; encoded.len()];
     for block in blocks {
         others.iter_mut().zip(block).for_each(|(n, b)| *n += b);
     }
@@ -462,7 +465,7 @@ fn interleave(
         cols: width,
         values,
     };
-    Ok((matrix, unseen))
+    (matrix, unseen)
 }
 
 /// One encoded column: its encoding, its parsed cells, its index in the file, its first input,
@@ -476,23 +479,17 @@ struct Column<'a> {
 }
 
 impl<'a> Column<'a> {
-    fn new(
-        csv: &TextCsv,
-        enc: &'a Encoding,
-        cells: &'a Parsed,
-        offset: usize,
-    ) -> Result<Column<'a>> {
-        let c = csv.column(&enc.column, "a column of the run's data.encoding")?;
+    fn new(c: usize, enc: &'a Encoding, cells: &'a Parsed, offset: usize) -> Column<'a> {
         let index = (enc.levels.iter().flatten().enumerate())
             .map(|(i, l)| (l.as_str(), i))
             .collect();
-        Ok(Column {
+        Column {
             enc,
             cells,
             c,
             offset,
             index,
-        })
+        }
     }
 
     /// Writes this column's inputs for `rows` into `block` (those rows, `stride` apart);
