@@ -3,7 +3,7 @@
 # best effort, Keras fit, JAX jit step, JAX jit + scan) on the same machine, with the same thread
 # count, pinned to the same cores, in alternating runs; then BENCHMARKS.md from the records.
 #
-#   scripts/bench-peers.sh                    # 1 and 2 threads, 3 rounds, all three jobs
+#   scripts/bench-peers.sh                    # 1 and 2 threads, 3 rounds, the three jobs + the recipe
 #   ROUNDS=1 JOBS=tabular-mlp THREADS_LIST=1 scripts/bench-peers.sh
 #
 # Knobs: ROUNDS (3), THREADS_LIST ("1 2"), JOBS (all three), PEER_VARIANTS (below),
@@ -25,19 +25,25 @@ export PEERS_DATA=${PEERS_DATA:-/tmp/peers-data}
 export PEERS_MAX_S=${PEERS_MAX_S:-20}
 ROUNDS=${ROUNDS:-3}
 THREADS_LIST=${THREADS_LIST:-"1 2"}
-JOBS=${JOBS:-"fashion-mlp tabular-mlp linear-scalar"}
+JOBS=${JOBS:-"fashion-mlp tabular-mlp linear-scalar fashion-mlp-tuned"}
 QUIET_WAIT=${QUIET_WAIT:-60}
 OUT=$root/${BENCH_OUT:-bench-out}
 REPORT=$root/${REPORT:-BENCHMARKS.md}
 PEER_VARIANTS=${PEER_VARIANTS:-"torch_bench.py:--variant posted|torch_bench.py:--variant best|keras_bench.py:|jax_bench.py:--variant step|jax_bench.py:--variant scan"}
 
 # Epochs of `ember bench` per job: enough steady epochs for a median, about 20 s each way.
-declare -A EMBER_EPOCHS=([fashion-mlp]=5 [tabular-mlp]=40 [linear-scalar]=150 [fashion-cnn]=3)
-declare -A WORKLOAD=([fashion-mlp]=w1 [tabular-mlp]=w2 [linear-scalar]=w3 [fashion-cnn]=w4)
+declare -A EMBER_EPOCHS=([fashion-mlp]=5 [tabular-mlp]=40 [linear-scalar]=150 [fashion-cnn]=3
+  [fashion-mlp-tuned]=5)
+declare -A WORKLOAD=([fashion-mlp]=w1 [tabular-mlp]=w2 [linear-scalar]=w3 [fashion-cnn]=w4
+  [fashion-mlp-tuned]=w5)
 # The CNN's peers: PyTorch eager and compiled, JAX's jitted step (its scan adds nothing to a step
 # this long, and the posted loop and Keras are the MLP seeds' own programs). Run it with
 #   JOBS=fashion-cnn REPORT=bench-out/fashion-cnn.md scripts/bench-peers.sh
-declare -A JOB_PEERS=([fashion-cnn]="torch_bench.py:--variant best|torch_bench.py:--variant compile|jax_bench.py:--variant step")
+# The tuned recipe (Adam, dropout, a cosine schedule, shuffled) has one peer: the same recipe in
+# PyTorch with its fused Adam, which issue 23 set as the bar for ember's optimizer step; run as
+# PyTorch runs by default, and with subnormals flushed to zero as ember's Adam does.
+declare -A JOB_PEERS=([fashion-cnn]="torch_bench.py:--variant best|torch_bench.py:--variant compile|jax_bench.py:--variant step"
+  [fashion-mlp-tuned]="torch_bench.py:--variant best|torch_bench.py:--variant best --flush-denormal")
 
 die() { echo "bench-peers: $*" >&2; exit 1; }
 [[ -f "$PEERS_DIR/common.py" ]] || die "no peer scripts at ${PEERS_DIR:-$default_peers_dir} (set PEERS_DIR)"

@@ -22,6 +22,7 @@ pub mod kernels;
 mod max_pool;
 mod scalar_mse;
 mod shared_input;
+mod subnormals;
 
 use burn::backend::Flex;
 use burn::prelude::*;
