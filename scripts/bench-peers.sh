@@ -6,7 +6,8 @@
 #   scripts/bench-peers.sh                    # 1 and 2 threads, 3 rounds, the three jobs + the recipe
 #   ROUNDS=1 JOBS=tabular-mlp THREADS_LIST=1 scripts/bench-peers.sh
 #
-# Knobs: ROUNDS (3), THREADS_LIST ("1 2"), JOBS (all three), PEER_VARIANTS (below),
+# Knobs: ROUNDS (3), THREADS_LIST ("1 2"), JOBS (the three seed jobs and fashion-mlp-tuned;
+# fashion-cnn on request), PEER_VARIANTS (below),
 # PEERS_DIR (bench/peers in this repository), PEERS_VENV (/tmp/peers-venv, made from the peers'
 # requirements.txt on first use: about 5 GB), PEERS_DATA (/tmp/peers-data), PEERS_MAX_S (20: a
 # peer run stops after the epoch that passes this many seconds, at least 2 epochs),

@@ -19,10 +19,13 @@
 const FLUSH: u32 = (1 << 15) | (1 << 6);
 
 /// While it lives, this thread's f32 arithmetic flushes subnormals to zero; dropping it puts
-/// back the flags it found.
+/// back the flags it found. It stays on the thread that made it (not `Send`): the flags are
+/// per thread.
+#[must_use = "the flags are restored when the guard drops"]
 pub struct FlushSubnormals {
     #[cfg(target_arch = "x86_64")]
     saved: u32,
+    _thread: std::marker::PhantomData<*const ()>,
 }
 
 impl FlushSubnormals {
@@ -34,10 +37,15 @@ impl FlushSubnormals {
             if saved & FLUSH != FLUSH {
                 write_mxcsr(saved | FLUSH);
             }
-            Self { saved }
+            Self {
+                saved,
+                _thread: std::marker::PhantomData,
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        Self {}
+        Self {
+            _thread: std::marker::PhantomData,
+        }
     }
 }
 
@@ -59,7 +67,7 @@ impl Drop for FlushSubnormals {
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn read_mxcsr() -> u32 {
+pub(super) fn read_mxcsr() -> u32 {
     let mut csr = 0u32;
     // SAFETY: stmxcsr stores the 32-bit control register at the address, which is `csr`.
     unsafe {
@@ -72,32 +80,62 @@ fn read_mxcsr() -> u32 {
 #[inline(always)]
 fn write_mxcsr(csr: u32) {
     // SAFETY: ldmxcsr loads a value read from the register with only the FTZ and DAZ bits
-    // changed, both of which every x86-64 processor supports.
+    // changed, both of which every x86-64 processor supports. No `readonly`: as a full memory
+    // clobber, the asm keeps the kernel's loads and stores (and so the arithmetic between
+    // them) inside the span. No `preserves_flags`: the restore resets the register's
+    // exception flags too. Rust assumes the default floating-point environment, so an
+    // operation the compiler folds or moves out of the span rounds as without the flags; with
+    // these two flags that can only keep a subnormal the kernel would have flushed.
     unsafe {
-        std::arch::asm!("ldmxcsr [{}]", in(reg) &csr, options(nostack, preserves_flags, readonly));
+        std::arch::asm!("ldmxcsr [{}]", in(reg) &csr, options(nostack));
     }
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
+    use std::hint::black_box;
 
     /// The smallest normal f32 halved: subnormal.
     fn subnormal() -> f32 {
-        std::hint::black_box(f32::MIN_POSITIVE) / std::hint::black_box(2.0)
+        black_box(f32::MIN_POSITIVE) / black_box(2.0)
     }
 
+    /// The smallest subnormal times 1e30: a normal 1.4e-15, or zero when the operand is read
+    /// as zero (DAZ).
+    fn scaled_subnormal() -> f32 {
+        black_box(f32::from_bits(1)) * black_box(1e30)
+    }
+
+    // The checks compare bits: a float comparison under DAZ would read a subnormal as zero.
     #[test]
     fn subnormals_are_zero_inside_the_guard_and_kept_after_it() {
-        let before = subnormal();
-        assert!(before > 0.0 && !before.is_normal());
-        {
+        let before = (subnormal(), scaled_subnormal());
+        assert!(before.0.to_bits() != 0 && !before.0.is_normal());
+        assert!(before.1.is_normal());
+        let inside = {
             let _flush = FlushSubnormals::new();
-            assert_eq!(subnormal(), 0.0, "FTZ: a subnormal result is zero");
-            let operand = std::hint::black_box(f32::from_bits(1));
-            assert_eq!(operand * 1.0, 0.0, "DAZ: a subnormal operand reads as zero");
-        }
-        assert_eq!(subnormal(), before, "the flags are restored");
+            // black_box: computed and kept before the guard restores the flags.
+            (black_box(subnormal()), black_box(scaled_subnormal()))
+        };
+        assert_eq!(inside.0.to_bits(), 0, "FTZ: a subnormal result is zero");
+        assert_eq!(
+            inside.1.to_bits(),
+            0,
+            "DAZ: a subnormal operand reads as zero"
+        );
+        let after = (subnormal(), scaled_subnormal());
+        assert_eq!(
+            after.0.to_bits(),
+            before.0.to_bits(),
+            "the flags are restored"
+        );
+        assert_eq!(
+            after.1.to_bits(),
+            before.1.to_bits(),
+            "the flags are restored"
+        );
+        assert_eq!(read_mxcsr() & FLUSH, 0);
     }
 
     #[test]
@@ -106,12 +144,13 @@ mod tests {
         {
             let _inner = FlushSubnormals::new();
         }
+        let flushed = black_box(subnormal());
+        drop(outer);
         assert_eq!(
-            subnormal(),
-            0.0,
+            flushed.to_bits(),
+            0,
             "the inner guard left the outer one's flags"
         );
-        drop(outer);
-        assert!(subnormal() > 0.0);
+        assert!(subnormal().to_bits() != 0);
     }
 }
