@@ -1057,8 +1057,8 @@ mod tests {
             let values = &moment.storage::<f32>()[..n];
             assert!(values.iter().all(|x| x.to_bits() == 0));
         }
-        let flush = (1 << 15) | (1 << 6);
-        let flags = pool.broadcast(|_| super::super::subnormals::read_mxcsr() & flush);
+        use super::super::subnormals::{FLUSH, read_mxcsr};
+        let flags = pool.broadcast(|_| read_mxcsr() & FLUSH);
         assert_eq!(flags, vec![0, 0], "a pool thread kept the flags");
     }
 

@@ -1,4 +1,4 @@
-//! Subnormal floats flushed to zero inside ember's element-wise kernels.
+//! Subnormal floats flushed to zero inside ember's Adam pass.
 //!
 //! Adam's moments decay geometrically wherever a weight's gradient is zero for a while (the
 //! first layer's weights of a pixel that is black in most images): `m` falls by 0.9 a step and
@@ -16,13 +16,13 @@
 /// The MXCSR bits: FTZ (results that would be subnormal are zero) and DAZ (subnormal operands
 /// are read as zero).
 #[cfg(target_arch = "x86_64")]
-const FLUSH: u32 = (1 << 15) | (1 << 6);
+pub(super) const FLUSH: u32 = (1 << 15) | (1 << 6);
 
 /// While it lives, this thread's f32 arithmetic flushes subnormals to zero; dropping it puts
 /// back the flags it found. It stays on the thread that made it (not `Send`): the flags are
 /// per thread.
 #[must_use = "the flags are restored when the guard drops"]
-pub struct FlushSubnormals {
+pub(super) struct FlushSubnormals {
     #[cfg(target_arch = "x86_64")]
     saved: u32,
     _thread: std::marker::PhantomData<*const ()>,
@@ -30,7 +30,7 @@ pub struct FlushSubnormals {
 
 impl FlushSubnormals {
     #[inline(always)]
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
             let saved = read_mxcsr();
@@ -46,12 +46,6 @@ impl FlushSubnormals {
         Self {
             _thread: std::marker::PhantomData,
         }
-    }
-}
-
-impl Default for FlushSubnormals {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
