@@ -419,8 +419,9 @@ fn host_reads_per_epoch_do_not_grow_with_steps_on_the_gpu() {
 }
 
 /// A table of text, missing cells and a date (`examples/penguins-raw.csv`, typed as `ember
-/// init` drafts it) trains to the same losses on the GPU as on the CPU: its encoded inputs take
-/// the same device path as any table's.
+/// init` drafts it, with one category embedded) trains to the same losses on the GPU as on the
+/// CPU: its encoded inputs take the same device path as any table's, and the embedding's
+/// lookup and its gradient run on the device.
 #[test]
 fn a_mixed_table_trains_alike_on_the_gpu() {
     for gpu in devices("a mixed table") {
@@ -428,7 +429,8 @@ fn a_mixed_table_trains_alike_on_the_gpu() {
         let data = root().join("examples/penguins-raw.csv");
         let drafted = ember(&["init", "--csv", path_str(&data), "--label", "Species"]);
         ok(&drafted);
-        let cfg = config(&dir, "penguins.toml", &common::stdout(&drafted));
+        let job = common::stdout(&drafted) + "\n[data.embed]\nIsland = 3\n";
+        let cfg = config(&dir, "penguins.toml", &job);
         let (cpu, on_gpu) = (dir.join("cpu"), dir.join("gpu"));
         ok(&train("penguins", &cfg, &cpu, "cpu", &[]));
         ok(&train("penguins", &cfg, &on_gpu, &gpu.device, &[]));

@@ -367,6 +367,8 @@ fn mixed_tables_export_with_their_preprocessing_for_every_task_and_activation() 
     let table = common::root().join("examples/penguins-raw.csv");
     let cases: Vec<Case> = [
         ("species-relu", "Species", "model.activation=\"relu\""),
+        // An embedded category: its index is looked up in the exported table.
+        ("species-embedded", "Species", "data.embed.Island=3"),
         ("species-sigmoid", "Species", "model.activation=\"sigmoid\""),
         ("sex-gelu", "Sex", "model.activation=\"gelu\""),
         ("mass-tanh", "Body Mass (g)", "model.activation=\"tanh\""),

@@ -284,6 +284,20 @@ fn bad_typed_tables_get_one_line() {
         &train(&job("when = \"ignore\"\nn = \"text\""), &run),
         "unknown variant `text`",
     );
+    let embedded = |embed: &str| {
+        job(&format!(
+            "when = \"ignore\"\nn = \"numeric\"\n[data.embed]\n{embed}"
+        ))
+    };
+    bad_input(
+        &train(&embedded("n = 4"), &run),
+        "data.embed names \"n\", which data.columns does not type \"category\"",
+    );
+    let category = "when = \"ignore\"\nn = \"category\"\n[data.embed]\nn = 0";
+    bad_input(
+        &train(&job(category), &run),
+        "data.embed.n = 0: an embedding is 1 to 1024 wide",
+    );
     assert!(!run.join("model.mpk").exists());
 }
 
@@ -491,5 +505,164 @@ fn balanced_class_weights_lift_the_rare_class() {
     bad_input(
         &train(&cfg, &dir.join("regression")),
         "class_weight is for classification and binary tasks",
+    );
+}
+
+/// Rows whose class is their shop's (300 shops, 20 rows each, in a random order), beside a
+/// noise column: one-hot inputs for the 64 commonest shops could reach about half of them.
+fn shop_table(path: &Path, rows: usize, seed: u64) {
+    let mut rng = Lcg(seed);
+    let mut text = String::from("noise,shop,label\n");
+    for i in 0..rows {
+        let shop = (i * 7919 + (rng.next() * 3.0) as usize) % 300;
+        let label = ["red", "green", "blue"][(shop * 31 + shop / 7) % 3];
+        writeln!(text, "{:.3},s{shop:03},{label}", rng.next()).unwrap();
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// A category of 300 levels that alone decides the class: `init` embeds it, training learns
+/// it, and a shop never seen (or a missing one) at predict time gets an answer.
+#[test]
+fn a_category_of_many_levels_is_embedded_and_decides_the_class() {
+    let dir = scratch("tables-shops");
+    let data = dir.join("shops.csv");
+    shop_table(&data, 6000, 5);
+    let (cfg, why) = drafted(&dir, &data, "label", 30);
+    let job = std::fs::read_to_string(&cfg).unwrap();
+    assert!(job.contains("[data.embed]\nshop = 9\n"), "{job}");
+    assert!(
+        why.contains("300 levels in 3+ rows, over one-hot's 64: embedded, 9 wide"),
+        "{why}"
+    );
+    let run = dir.join("run");
+    let (c, r) = (path_str(&cfg), path_str(&run));
+    let out = ember(&["train", c, "--device", "cpu", "--out", r]);
+    ok(&out);
+    let log = stdout(&out) + &stderr(&out);
+    assert!(
+        log.contains("1 category -> 1 (embedded: \"shop\" 302 levels x 9)"),
+        "{log}"
+    );
+    let acc = valid_accuracy(&run);
+    assert!(acc >= 0.99, "valid accuracy {acc}");
+    let resolved = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(resolved.contains("embed = 9"), "{resolved}");
+
+    // Sweep trials of it train one per process: replicas' first layers take plain inputs.
+    let sweep = format!("base = \"{}\"\nseeds = [1, 2]\n", cfg.display());
+    let o = ember(&[
+        "sweep",
+        "plan",
+        path_str(&config(&dir, "sweep.toml", &sweep)),
+    ]);
+    ok(&o);
+    let why = "processes (replicas' first layers read the inputs as they are; embedded columns train one per process)";
+    assert!(stdout(&o).contains(why), "{}", stdout(&o));
+
+    // The one-hot encoding of the same column, for contrast: its 64 shops are not enough.
+    let onehot = config(
+        &dir,
+        "onehot.toml",
+        &job.replace("[data.embed]\nshop = 9\n", ""),
+    );
+    let run_onehot = dir.join("onehot");
+    ok(&train(&onehot, &run_onehot));
+    let acc_onehot = valid_accuracy(&run_onehot);
+    assert!(acc_onehot < 0.8, "one-hot valid accuracy {acc_onehot}");
+
+    let new = config(&dir, "new.csv", "shop,noise\ns004,0.5\nParis,0.1\n,0.2\n");
+    let out = ember(&[
+        "predict",
+        path_str(&run),
+        "--input",
+        path_str(&new),
+        "--device",
+        "cpu",
+    ]);
+    ok(&out);
+    let text = stdout(&out);
+    let want = ["red", "green", "blue"][(4 * 31) % 3];
+    assert!(text.lines().nth(1).unwrap().starts_with(want), "{text}");
+    assert_eq!(text.lines().count(), 4, "{text}");
+    assert!(stderr(&out).contains("1 in \"shop\""), "{}", stderr(&out));
+}
+
+/// An embedded table's run, killed in its third epoch, resumes to the uninterrupted run's
+/// weights and losses, bit for bit (the tables and their Adam moments are in the checkpoint);
+/// `--init-from` its model starts a new run where it ended.
+#[test]
+fn an_embedded_table_resumes_bit_for_bit_and_seeds_another_run() {
+    use common::{kill_mid_epoch, losses, spawn};
+    use std::time::Duration;
+    let dir = scratch("tables-shops-resume");
+    let data = dir.join("shops.csv");
+    shop_table(&data, 3000, 9);
+    let (cfg, _) = drafted(&dir, &data, "label", 5);
+    let job = std::fs::read_to_string(&cfg).unwrap();
+    assert!(job.contains("[data.embed]\nshop = 4\n"), "{job}");
+    // Batches of 1: epochs long enough to be killed in.
+    let train_args = |out: &Path| {
+        let mut a = vec!["train", path_str(&cfg), "--out", path_str(out), "-q"];
+        a.extend([
+            "--device",
+            "cpu",
+            "--checkpoint-every",
+            "0",
+            "--set",
+            "batch_size=1",
+        ]);
+        a.into_iter().map(String::from).collect::<Vec<String>>()
+    };
+    let (reference, killed) = (dir.join("reference"), dir.join("killed"));
+    let reference_args = train_args(&reference);
+    ok(&ember(
+        &reference_args
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    ));
+    let killed_args = train_args(&killed);
+    let child = spawn(&killed_args.iter().map(String::as_str).collect::<Vec<_>>());
+    kill_mid_epoch(
+        child,
+        &killed,
+        2,
+        Duration::from_secs(120),
+        Duration::from_millis(100),
+    );
+    ok(&ember(&[
+        "train",
+        "--resume",
+        path_str(&killed),
+        "-q",
+        "--device",
+        "cpu",
+    ]));
+    let weights = |run: &Path| std::fs::read(run.join("model.safetensors")).unwrap();
+    assert!(
+        weights(&killed) == weights(&reference),
+        "resumed weights differ"
+    );
+    assert_eq!(losses(&killed), losses(&reference));
+    // PyTorch's names: a ModuleList of nn.Embedding beside the nn.Sequential, whose first
+    // layer reads the noise column and the shop's 4 values.
+    let bytes = weights(&reference);
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let shape = |name: &str| file.tensor(name).unwrap().shape().to_vec();
+    assert_eq!(shape("embeddings.0.weight"), [302, 4]);
+    assert_eq!(shape("net.0.weight"), [64, 5]);
+
+    let (seeded, fresh) = (dir.join("seeded"), dir.join("fresh"));
+    let from = reference.join("model.safetensors");
+    let one_epoch = ["--set", "epochs=1"];
+    let from_reference = ["--init-from", path_str(&from), "--set", "epochs=1"];
+    ok(&common::train_on_cpu(&cfg, &seeded, &from_reference));
+    ok(&common::train_on_cpu(&cfg, &fresh, &one_epoch));
+    let first_valid_loss = |run: &Path| losses(run)[0].1;
+    let (a, b) = (first_valid_loss(&seeded), first_valid_loss(&fresh));
+    assert!(
+        a < b / 4.0,
+        "valid loss after one epoch: {a} from the model, {b} from scratch"
     );
 }

@@ -11,6 +11,9 @@ use crate::data::columns::ColumnKind;
 use crate::error::Result;
 use crate::input_err;
 
+/// The widest embedding `data.embed` may ask for (fastai's rule stops at 600).
+pub const MAX_EMBED_WIDTH: usize = 1024;
+
 /// What a preset (or the general job, `None`) fills in when the file is silent.
 struct Defaults {
     epochs: usize,
@@ -622,6 +625,7 @@ impl RawConfig {
             ignore: d.ignore.clone().unwrap_or_default(),
             columns: d.columns.clone(),
             missing_values: d.missing_values.clone(),
+            embed: d.embed.clone().unwrap_or_default(),
             encoding: d.encoding.clone(),
             scalar_column: linear_scalar
                 .then(|| d.scalar_column.clone().unwrap_or_else(|| "f".to_string())),
@@ -646,8 +650,10 @@ impl RawConfig {
         if d.columns.is_none() {
             let why = "without data.columns (they apply to typed columns)";
             reject("data.missing_values", d.missing_values.is_some(), why)?;
+            reject("data.embed", d.embed.is_some(), why)?;
             return reject("data.encoding", d.encoding.is_some(), why);
         }
+        self.check_embed()?;
         let why = "with data.columns, which gives every column's type (\"ignore\" leaves one out)";
         reject("data.features", d.features.is_some(), why)?;
         reject("data.ignore", d.ignore.is_some(), why)?;
@@ -661,6 +667,15 @@ impl RawConfig {
             for e in enc {
                 e.check()
                     .map_err(|why| input_err!("data.encoding: {why}"))?;
+                let embed = d.embed.as_ref().and_then(|m| m.get(&e.column));
+                if e.embed.as_ref() != embed {
+                    return Err(input_err!(
+                        "data.encoding embeds \"{}\" {}, but data.embed {}; delete data.encoding to fit it again",
+                        e.column,
+                        e.embed.map_or("not at all".into(), |w| format!("{w} wide")),
+                        embed.map_or("does not".into(), |w| format!("gives {w}"))
+                    ));
+                }
                 if typed.get(&e.column) != Some(&e.kind) || e.kind == ColumnKind::Ignore {
                     return Err(input_err!(
                         "data.encoding has \"{}\" as {}, but data.columns does not; delete data.encoding to fit it again",
@@ -668,6 +683,26 @@ impl RawConfig {
                         e.kind.name()
                     ));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// `[data.embed]`: category columns of `[data.columns]`, each with a width of 1 to
+    /// [`MAX_EMBED_WIDTH`].
+    fn check_embed(&self) -> Result<()> {
+        let d = &self.data;
+        let typed = d.columns.as_ref().expect("checked by the caller");
+        for (name, &width) in d.embed.iter().flatten() {
+            if typed.get(name) != Some(&ColumnKind::Category) {
+                return Err(input_err!(
+                    "data.embed names \"{name}\", which data.columns does not type \"category\"; only a category column is embedded"
+                ));
+            }
+            if !(1..=MAX_EMBED_WIDTH).contains(&width) {
+                return Err(input_err!(
+                    "data.embed.{name} = {width}: an embedding is 1 to {MAX_EMBED_WIDTH} wide"
+                ));
             }
         }
         Ok(())

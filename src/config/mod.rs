@@ -277,6 +277,8 @@ pub struct TableSpec {
     pub columns: Option<BTreeMap<String, ColumnKind>>,
     /// `data.missing_values`, when given.
     pub missing_values: Option<Vec<String>>,
+    /// `[data.embed]`: the embedded category columns and their vectors' widths.
+    pub embed: crate::data::columns::Embed,
     /// The inputs' encodings, once fitted on the training file (with `columns`).
     pub encoding: Option<Vec<Encoding>>,
     /// linear-scalar only.
@@ -675,6 +677,7 @@ impl JobConfig {
                 data.ignore = (!t.ignore.is_empty()).then(|| t.ignore.clone());
                 data.columns = t.columns.clone();
                 data.missing_values = t.missing_values.clone();
+                data.embed = (!t.embed.is_empty()).then(|| t.embed.clone());
                 data.encoding = t.encoding.clone();
                 data.scalar_column = t.scalar_column.clone();
                 data.valid_fraction = t.fold.is_none().then_some(t.valid_fraction);

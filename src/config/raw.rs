@@ -152,6 +152,10 @@ pub struct RawData {
     /// csv with columns: the cells that mean "missing" (default "", NA, NaN, null, ?; any case).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub missing_values: Option<Vec<String>>,
+    /// csv with columns: category columns looked up in a table of learned vectors, each with
+    /// the vectors' width, in place of one input per level.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embed: Option<BTreeMap<String, usize>>,
     /// csv with columns: each input column's encoding, fitted by ember on the training file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub encoding: Option<Vec<Encoding>>,

@@ -210,6 +210,7 @@ mod tests {
             ignore: Vec::new(),
             columns: None,
             missing_values: None,
+            embed: Default::default(),
             encoding: None,
             scalar_column: None,
             valid_fraction: 0.1,

@@ -189,7 +189,7 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
                 None => {
                     let inputs = columns::typed_inputs(&csv, typed, &spec.targets)?;
                     let (encoding, matrix, unseen) =
-                        columns::fit_and_encode(&csv, &inputs, &missing)?;
+                        columns::fit_and_encode(&csv, &inputs, &missing, &spec.embed)?;
                     fitted = Some(InputColumns::Ready(matrix, unseen));
                     encoding
                 }

@@ -5,7 +5,7 @@
 
 use super::{
     EmberModel, PREDICT_CHUNK, Predict, RegressionStep, StepOutput, TorchNames, count_correct,
-    init_linear, matrix_rows, rows_of, train_output,
+    embed, init_linear, matrix_rows, rows_of, train_output,
 };
 use crate::config::{Activation, JobConfig, Task};
 use crate::data::loader::{Rows, gather_rows};
@@ -13,7 +13,7 @@ use crate::data::{HostSplit, Labels};
 use crate::device::TrainBackend;
 use crate::ops::{self, EmberBackend, linear};
 use burn::nn::loss::{BinaryCrossEntropyLossConfig, CrossEntropyLossConfig};
-use burn::nn::{Dropout, DropoutConfig, Linear};
+use burn::nn::{Dropout, DropoutConfig, Embedding, Linear};
 use burn::prelude::*;
 use burn::tensor::TensorData;
 use burn::tensor::activation::{gelu, sigmoid, softmax};
@@ -31,10 +31,14 @@ pub struct Head {
     /// The PyTorch `nn.Sequential` this MLP is saved as: its name and modules per layer.
     torch_stack: &'static str,
     torch_stride: usize,
+    /// Where the tables of embedded columns come in; `None` without such columns.
+    plan: Option<embed::Plan>,
 }
 
 #[derive(Module, Debug)]
 pub struct Mlp<B: Backend> {
+    /// The tables of the embedded category columns (`model::embed`), in the columns' order.
+    embeddings: Vec<Embedding<B>>,
     layers: Vec<Linear<B>>,
     dropout: Dropout,
     #[module(skip)]
@@ -44,6 +48,7 @@ pub struct Mlp<B: Backend> {
 impl<B: Backend> TorchNames for Mlp<B> {
     /// Layer i is module `stride * i` of the seed's `nn.Sequential` (Linear, activation and,
     /// with dropout, Dropout per hidden layer).
+    /// The tables keep their names (`embeddings.N.weight`, a `ModuleList` of `nn.Embedding`).
     fn torch_names(&self) -> Vec<(String, String)> {
         (0..self.layers.len())
             .map(|i| {
@@ -60,6 +65,13 @@ impl<B: EmberBackend> Mlp<B> {
     /// An MLP `inputs -> hidden... -> outputs` with weights drawn from `seed`, layer by layer.
     pub fn new(config: &JobConfig, inputs: usize, outputs: usize, device: &B::Device) -> Self {
         let spec = &config.model;
+        let encodings = config.table().and_then(|t| t.encoding.as_deref());
+        let plan = encodings.and_then(embed::Plan::of);
+        let embeddings = match &plan {
+            Some(_) => embed::tables(encodings.unwrap_or_default(), config.seed, device),
+            None => Vec::new(),
+        };
+        let inputs = plan.as_ref().map_or(inputs, |p| p.width);
         let mut rng = crate::rng::stream(config.seed, "init", 0);
         let widths: Vec<usize> = std::iter::once(inputs)
             .chain(spec.hidden.iter().copied())
@@ -70,6 +82,7 @@ impl<B: EmberBackend> Mlp<B> {
             .map(|w| init_linear(w[0], w[1], true, spec.init, &mut rng, device))
             .collect();
         Self {
+            embeddings,
             layers,
             dropout: DropoutConfig::new(spec.dropout).init(),
             head: Head {
@@ -79,6 +92,7 @@ impl<B: EmberBackend> Mlp<B> {
                 class_weights: super::loss_weights(config),
                 torch_stack: config.torch_stack(),
                 torch_stride: if spec.dropout > 0.0 { 3 } else { 2 },
+                plan,
             },
         }
     }
@@ -115,7 +129,10 @@ impl<B: EmberBackend> Mlp<B> {
             .layers
             .split_last()
             .expect("an MLP has an output layer");
-        let mut x = x;
+        let mut x = match &self.head.plan {
+            Some(plan) => embed::lookup(&self.embeddings, plan, x),
+            None => x,
+        };
         for layer in hidden {
             // ember's one-pass dropout (ops::dropout), at the rate Burn's Dropout module holds.
             x = ops::dropout::dropout(
@@ -378,11 +395,21 @@ impl<B: EmberBackend> Mlp<B> {
                 }
             })
             .collect();
+        let lookup = self.head.plan.as_ref().map(|plan| crate::onnx::Lookup {
+            plan: plan.clone(),
+            tables: (self.embeddings.iter())
+                .map(|t| {
+                    let [rows, width] = t.weight.dims();
+                    (rows, width, host(t.weight.val()))
+                })
+                .collect(),
+        });
         crate::onnx::MlpNet {
             layers,
             activation: self.head.activation,
             task: self.head.task,
             names: self.head.names.clone(),
+            lookup,
         }
     }
 }

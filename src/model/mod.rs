@@ -4,6 +4,7 @@
 
 pub mod augment;
 pub mod cnn;
+pub mod embed;
 pub mod linear_scalar;
 pub mod mlp;
 pub mod weighting;

@@ -164,7 +164,12 @@ fn columns(g: &mut Graph, encodings: &[Encoding], missing: &Missing) -> Result<I
             ColumnKind::Category => {
                 let doc = "category: the cell's text";
                 infos.push(value_info(name, elem::STRING, &shape, doc));
-                parts.push(one_hot(g, enc, missing)?);
+                let slot = slot(g, enc, missing)?;
+                parts.push(match enc.embed {
+                    // The index, which the network looks up in the column's table.
+                    Some(_) => g.cast(&slot, elem::FLOAT),
+                    None => one_hot(g, enc, &slot),
+                });
             }
             ColumnKind::Numeric | ColumnKind::Date => {
                 let doc = match enc.kind {
@@ -208,8 +213,9 @@ fn filled(g: &mut Graph, enc: &Encoding) -> Vec<String> {
     out
 }
 
-/// A category column: one 0/1 input per level, then "(missing)" and "(other)".
-fn one_hot(g: &mut Graph, enc: &Encoding, missing: &Missing) -> Result<String> {
+/// A category column's slot, int64 `[n, 1]`: its level's index, then "(missing)" and
+/// "(other)".
+fn slot(g: &mut Graph, enc: &Encoding, missing: &Missing) -> Result<String> {
     let levels = enc.levels.as_deref().unwrap_or_default();
     let (missing_slot, other_slot) = (levels.len() as i64, levels.len() as i64 + 1);
     // A missing spelling wins over a level of the same text, as in `columns::encode`.
@@ -228,11 +234,16 @@ fn one_hot(g: &mut Graph, enc: &Encoding, missing: &Missing) -> Result<String> {
         Attr::Ints("cats_int64s", ints),
         Attr::Int("default_int64", other_slot),
     ];
-    let slot = g.op_in(ML, "CategoryMapper", &[&enc.column], attrs);
-    let all: Vec<i64> = (0..=other_slot).collect();
+    Ok(g.op_in(ML, "CategoryMapper", &[&enc.column], attrs))
+}
+
+/// A category column one-hot: one 0/1 input per level, then "(missing)" and "(other)".
+fn one_hot(g: &mut Graph, enc: &Encoding, slot: &str) -> String {
+    let levels = enc.levels.as_deref().unwrap_or_default();
+    let all: Vec<i64> = (0..levels.len() as i64 + 2).collect();
     let slots = g.int64s("slots", &[1, all.len()], &all);
-    let hot = g.bin("Equal", &slot, &slots);
-    Ok(g.cast(&hot, elem::FLOAT))
+    let hot = g.bin("Equal", slot, &slots);
+    g.cast(&hot, elem::FLOAT)
 }
 
 /// Every letter case of every missing spelling: ONNX matches strings exactly, ember ignores

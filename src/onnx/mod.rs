@@ -44,6 +44,16 @@ pub struct MlpNet {
     pub task: Task,
     /// Class names, or target columns.
     pub names: Vec<String>,
+    /// The tables of embedded columns and where their rows go, when there are any.
+    pub lookup: Option<Lookup>,
+}
+
+/// Embedded columns (`model::embed`): the plan of the first layer's inputs and each table,
+/// `[rows, width]` row-major.
+#[derive(Debug, Clone)]
+pub struct Lookup {
+    pub plan: crate::model::embed::Plan,
+    pub tables: Vec<(usize, usize, Vec<f32>)>,
 }
 
 /// One convolution block on the host: `weight` `[outputs, inputs, kernel, kernel]` (PyTorch's

@@ -6,8 +6,9 @@
 use super::graph::{Attr, Graph, ML};
 use super::inputs::{Dim, Inputs, value_info};
 use super::proto::{ValueInfoProto, elem};
-use super::{ConvLayer, Layer, MlpNet, Network};
+use super::{ConvLayer, Layer, Lookup, MlpNet, Network};
 use crate::config::{Activation, Pooling, Task};
+use crate::model::embed::Part;
 
 /// Wires `net` after `inputs`; returns the graph's outputs.
 pub fn build(
@@ -49,8 +50,37 @@ fn mlp_and_head(
     x: &str,
     target: Option<(f64, f64)>,
 ) -> Vec<ValueInfoProto> {
-    let out = mlp(g, &m.layers, m.activation, x);
+    let x = match &m.lookup {
+        Some(l) => lookup(g, l, x),
+        None => x.to_string(),
+    };
+    let out = mlp(g, &m.layers, m.activation, &x);
     head(g, &out, m.task, &m.names, target)
+}
+
+/// The first layer's inputs: the features as they are, with each embedded column's index
+/// replaced by its row of the column's table (`model::embed::lookup`).
+fn lookup(g: &mut Graph, l: &Lookup, x: &str) -> String {
+    let columns = || Attr::Int("axis", 1);
+    let parts: Vec<String> = (l.plan.parts.iter())
+        .map(|part| match part {
+            Part::Inputs(r) => {
+                let at: Vec<i64> = (r.start as i64..r.end as i64).collect();
+                let at = g.int64s("inputs", &[at.len()], &at);
+                g.op("Gather", &[x, &at], vec![columns()])
+            }
+            Part::Lookup { input, table } => {
+                let (rows, width, values) = &l.tables[*table];
+                let at = g.int64s("index_input", &[], &[*input as i64]);
+                let index = g.op("Gather", &[x, &at], vec![columns()]);
+                let index = g.cast(&index, elem::INT64);
+                let table = g.floats("embedding", &[*rows, *width], values);
+                g.op("Gather", &[&table, &index], vec![Attr::Int("axis", 0)])
+            }
+        })
+        .collect();
+    let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+    g.op("Concat", &refs, vec![columns()])
 }
 
 /// The flat rows `x` (pixels row by row, channels interleaved) as `[n, channels, height,

@@ -2,7 +2,7 @@
 //! user reads on stderr. A column is ignored only for a stated reason: every cell missing, one
 //! value in every row, an ID (unique per row), or free text.
 
-use super::{ColumnKind, Missing, dates};
+use super::{ColumnKind, MAX_LEVELS, MIN_LEVEL_ROWS, Missing, dates, embed_width};
 use crate::data::table::TextCsv;
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
@@ -18,6 +18,8 @@ pub struct Inferred {
     pub values: String,
     /// Why this type, when it is not plain: a reason to ignore, or what made it a category.
     pub why: String,
+    /// A category with more than [`MAX_LEVELS`] frequent levels: the width of its embedding.
+    pub embed: Option<usize>,
 }
 
 /// Below this many rows, a column unique per row is not taken for an ID.
@@ -41,16 +43,40 @@ pub fn infer(csv: &TextCsv, label: usize, missing: &Missing) -> Vec<Inferred> {
                 .map(|(t, _)| t)
                 .filter(|t| !missing.is(t))
                 .collect();
-            let (kind, values, why) = kind_of(&csv.header[c], &cells);
+            let (kind, values, mut why) = kind_of(&csv.header[c], &cells);
+            let many = (kind == ColumnKind::Category)
+                .then(|| many_levels(&cells, csv.rows()))
+                .flatten();
+            let embed = many.and_then(|(_, width)| width);
+            if let Some((levels, width)) = many {
+                let many = format!("{levels} levels in {MIN_LEVEL_ROWS}+ rows");
+                why += &match width {
+                    Some(w) => format!("; {many}, over one-hot's {MAX_LEVELS}: embedded, {w} wide"),
+                    None => format!("; {many}: one-hot keeps the {MAX_LEVELS} commonest (too few rows per level to embed)"),
+                };
+            }
             Inferred {
                 name: csv.header[c].clone(),
                 kind,
                 missing: csv.rows() - cells.len(),
                 values,
                 why,
+                embed,
             }
         })
         .collect()
+}
+
+/// For a category with more than [`MAX_LEVELS`] levels in [`MIN_LEVEL_ROWS`] rows or more
+/// (one-hot would keep only the commonest): those levels' count, and the embedding's width
+/// when the file's `rows` are enough to learn vectors from ([`embed_width`]).
+fn many_levels(cells: &[&str], rows: usize) -> Option<(usize, Option<usize>)> {
+    let mut counts: rustc_hash::FxHashMap<&str, usize> = Default::default();
+    for c in cells {
+        *counts.entry(c).or_default() += 1;
+    }
+    let levels = counts.values().filter(|n| **n >= MIN_LEVEL_ROWS).count();
+    (levels > MAX_LEVELS).then(|| (levels, embed_width(levels + 2, rows)))
 }
 
 /// A column's type from its present cells, with its values summarised and the reason.

@@ -10,6 +10,9 @@
 //! - category: one 0/1 input per level seen at least [`MIN_LEVEL_ROWS`] times in training (at
 //!   most [`MAX_LEVELS`], the most frequent), one for a missing cell, and one for any other
 //!   level (rare in training, or never seen);
+//! - an embedded category (`[data.embed]`): one input holding the level's index (its levels,
+//!   at most [`MAX_EMBEDDED_LEVELS`], then "(missing)" and "(other)"), which the model looks up
+//!   in a table of learned vectors (`model::embed`);
 //! - date: year, month, day, weekday and day of the year ([`dates::PARTS`]), the training
 //!   median date where the cell is missing, and the same missing input as a numeric column.
 
@@ -51,6 +54,24 @@ pub const MIN_LEVEL_ROWS: usize = 3;
 /// At most this many levels of a column get inputs of their own (the most frequent). A column
 /// with more levels than this is mostly rare levels: one-hot inputs would be mostly zeros.
 pub const MAX_LEVELS: usize = 64;
+
+/// At most this many levels of an embedded column get a vector of their own (the most
+/// frequent); the table holds this many rows (and two more) times its width.
+pub const MAX_EMBEDDED_LEVELS: usize = 100_000;
+
+/// The width `ember init` proposes for an embedded column of `vocabulary` rows (its levels,
+/// "(missing)" and "(other)") in a training file of `rows` rows: fastai's rule, min(600,
+/// round(1.6 n^0.56)), which AutoGluon uses too, but at most one value of the table per two
+/// training rows. `None` below 2 wide: too few rows per level to learn vectors from, and
+/// one-hot keeps the commonest levels. (docs/tables.md, embeddings, has the measurements: on a
+/// table of 8 rows per level, fastai's width overfit.)
+pub fn embed_width(vocabulary: usize, rows: usize) -> Option<usize> {
+    let fastai = (1.6 * (vocabulary as f64).powf(0.56))
+        .round()
+        .clamp(1.0, 600.0) as usize;
+    let width = fastai.min(rows / (2 * vocabulary));
+    (width >= 2).then_some(width)
+}
 
 /// The cells that mean "missing" when `data.missing_values` is not given (any letter case).
 pub const DEFAULT_MISSING: [&str; 5] = ["", "NA", "NaN", "null", "?"];
@@ -110,11 +131,16 @@ pub struct Encoding {
     /// category: the levels with an input of their own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub levels: Option<Vec<String>>,
+    /// category: the width of the level's learned vector, when the column is embedded (its
+    /// one input is then the level's index: `levels`, then "(missing)", then "(other)").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embed: Option<usize>,
 }
 
 impl Encoding {
     /// The names of this column's inputs, and whether each is a 0/1 input (left unscaled by
     /// standardisation).
+    /// An embedded column's index input is flagged too: its index must reach the model exact.
     pub fn inputs(&self) -> Vec<(String, bool)> {
         let c = &self.column;
         let mut inputs: Vec<(String, bool)> = match self.kind {
@@ -123,6 +149,9 @@ impl Encoding {
                 .iter()
                 .map(|p| (format!("{c}.{p}"), false))
                 .collect(),
+            ColumnKind::Category if self.embed.is_some() => {
+                return vec![(format!("{c}=(index)"), true)];
+            }
             ColumnKind::Category => {
                 let levels = self.levels.as_deref().unwrap_or_default();
                 let mut v: Vec<(String, bool)> =
@@ -144,13 +173,24 @@ impl Encoding {
     /// Whether the fields fit the kind (a hand-edited encoding may not).
     pub fn check(&self) -> std::result::Result<(), String> {
         let c = &self.column;
+        if self.embed.is_some() && self.kind != ColumnKind::Category {
+            return Err(format!(
+                "\"{c}\" ({}) has embed; only a category is embedded",
+                self.kind.name()
+            ));
+        }
         let fits = match self.kind {
             ColumnKind::Numeric => self.levels.is_none() && self.fill.is_some_and(f64::is_finite),
             ColumnKind::Date => {
                 let day = |f: f64| f.fract() == 0.0 && dates::date_of(f as i64).is_some();
                 self.levels.is_none() && self.fill.is_some_and(day)
             }
-            ColumnKind::Category => self.levels.is_some() && self.fill.is_none() && !self.indicator,
+            ColumnKind::Category => {
+                self.levels.is_some()
+                    && self.fill.is_none()
+                    && !self.indicator
+                    && self.embed != Some(0)
+            }
             ColumnKind::Ignore => false,
         };
         match fits {
@@ -159,7 +199,8 @@ impl Encoding {
                 "\"{c}\" ({}) needs {}",
                 self.kind.name(),
                 match self.kind {
-                    ColumnKind::Category => "levels, and no fill or indicator",
+                    ColumnKind::Category =>
+                        "levels, no fill or indicator, and a width above 0 if embedded",
                     ColumnKind::Date => "a fill that is a whole day of the calendar, and no levels",
                     ColumnKind::Ignore => "no encoding",
                     _ => "a finite fill, and no levels",
@@ -213,17 +254,21 @@ pub fn typed_inputs(
     Ok(inputs)
 }
 
+/// The width of each embedded column's vectors (`[data.embed]`).
+pub type Embed = std::collections::BTreeMap<String, usize>;
+
 /// The encodings of `inputs`, fitted on the rows of `csv` (the training file), and those rows
 /// encoded with them: each cell is parsed once, for both.
 pub fn fit_and_encode(
     csv: &TextCsv,
     inputs: &[(usize, ColumnKind)],
     missing: &Missing,
+    embed: &Embed,
 ) -> Result<(Vec<Encoding>, Matrix, Unseen)> {
     // Each column in parallel; the error reported is the file's first bad cell.
     let fitted: Vec<std::result::Result<(Encoding, Parsed), BadCell>> = inputs
         .par_iter()
-        .map(|&(c, kind)| fit_column(csv, c, kind, missing))
+        .map(|&(c, kind)| fit_column(csv, c, kind, missing, embed.get(&csv.header[c])))
         .collect();
     let (encodings, parsed): (Vec<Encoding>, Vec<Parsed>) =
         first_bad_cell(fitted)?.into_iter().unzip();
@@ -293,6 +338,7 @@ fn fit_column(
     c: usize,
     kind: ColumnKind,
     missing: &Missing,
+    embed: Option<&usize>,
 ) -> std::result::Result<(Encoding, Parsed), BadCell> {
     let name = &csv.header[c];
     let mut enc = Encoding {
@@ -301,6 +347,7 @@ fn fit_column(
         fill: None,
         indicator: false,
         levels: None,
+        embed: None,
     };
     match kind {
         ColumnKind::Numeric | ColumnKind::Date => {
@@ -318,7 +365,13 @@ fn fit_column(
         }
         ColumnKind::Category => {
             let present = csv.texts(c).filter(|(t, _)| !missing.is(t));
-            enc.levels = Some(levels(present.map(|(t, _)| t)));
+            let most = if embed.is_some() {
+                MAX_EMBEDDED_LEVELS
+            } else {
+                MAX_LEVELS
+            };
+            enc.levels = Some(levels(present.map(|(t, _)| t), most));
+            enc.embed = embed.copied();
             Ok((enc, Parsed::Text))
         }
         ColumnKind::Ignore => unreachable!("ignored columns have no encoding"),
@@ -340,9 +393,9 @@ fn median(values: &mut [f64], kind: ColumnKind) -> f64 {
     }
 }
 
-/// The levels with inputs of their own: those in at least [`MIN_LEVEL_ROWS`] rows, the
-/// [`MAX_LEVELS`] most frequent of them, sorted by name.
-fn levels<'a>(cells: impl Iterator<Item = &'a str>) -> Vec<String> {
+/// The levels with inputs of their own: those in at least [`MIN_LEVEL_ROWS`] rows, the `most`
+/// most frequent of them, sorted by name.
+fn levels<'a>(cells: impl Iterator<Item = &'a str>, most: usize) -> Vec<String> {
     let mut counts: FxHashMap<&str, usize> = FxHashMap::default();
     for cell in cells {
         *counts.entry(cell).or_default() += 1;
@@ -352,7 +405,7 @@ fn levels<'a>(cells: impl Iterator<Item = &'a str>) -> Vec<String> {
         .filter(|&(_, n)| n >= MIN_LEVEL_ROWS)
         .collect();
     frequent.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    frequent.truncate(MAX_LEVELS);
+    frequent.truncate(most);
     let mut names: Vec<String> = frequent.into_iter().map(|(l, _)| l.to_string()).collect();
     names.sort();
     names
@@ -518,7 +571,10 @@ impl<'a> Column<'a> {
                             index.len() + 1
                         }
                     };
-                    row[slot] = 1.0;
+                    match enc.embed {
+                        Some(_) => row[0] = slot as f32,
+                        None => row[slot] = 1.0,
+                    }
                     continue;
                 }
                 Parsed::Numbers(values) => {
@@ -542,6 +598,12 @@ impl<'a> Column<'a> {
     }
 }
 
+/// An embedded column's rows of vectors: its levels, "(missing)" and "(other)".
+pub fn vocabulary(enc: &Encoding) -> Option<usize> {
+    enc.embed?;
+    Some(enc.levels.as_ref().map_or(0, Vec::len) + 2)
+}
+
 /// One line on what the inputs are made of, for the training log.
 pub fn describe(encodings: &[Encoding], ignored: usize) -> String {
     let mut parts = Vec::new();
@@ -555,6 +617,19 @@ pub fn describe(encodings: &[Encoding], ignored: usize) -> String {
         let mut part = format!("{} {} -> {inputs}", of_kind.len(), kind.name());
         if indicators > 0 {
             part += &format!(" (missing cells in {indicators})");
+        }
+        let embedded: Vec<String> = (of_kind.iter())
+            .filter_map(|e| {
+                Some(format!(
+                    "\"{}\" {} levels x {}",
+                    e.column,
+                    vocabulary(e)?,
+                    e.embed?
+                ))
+            })
+            .collect();
+        if !embedded.is_empty() {
+            part += &format!(" (embedded: {})", embedded.join(", "));
         }
         parts.push(part);
     }

@@ -20,7 +20,17 @@ fn csv(name: &str, text: &str) -> TextCsv {
 /// The encodings [`fit_and_encode`] fits; the rows it encodes with them must be the rows
 /// [`encode`] makes of the same file with the same encodings.
 fn fit(csv: &TextCsv, inputs: &[(usize, ColumnKind)], missing: &Missing) -> Result<Vec<Encoding>> {
-    let (encodings, inputs, unseen) = fit_and_encode(csv, inputs, missing)?;
+    fit_embedded(csv, inputs, missing, &Embed::default())
+}
+
+/// [`fit`] with `embed` (`[data.embed]`).
+fn fit_embedded(
+    csv: &TextCsv,
+    inputs: &[(usize, ColumnKind)],
+    missing: &Missing,
+    embed: &Embed,
+) -> Result<Vec<Encoding>> {
+    let (encodings, inputs, unseen) = fit_and_encode(csv, inputs, missing, embed)?;
     let (again, unseen_again) = encode(csv, &encodings, missing).unwrap();
     let bits = |m: &Matrix| m.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     assert_eq!((inputs.rows, inputs.cols), (again.rows, again.cols));
@@ -127,6 +137,51 @@ fn rare_levels_share_the_other_input() {
     let other: f32 = (0..m.rows).map(|r| m.row(r)[3]).sum();
     assert_eq!(other, 3.0);
     assert_eq!(unseen.0, [("c".to_string(), 3)]);
+}
+
+/// An embedded column is one input, the level's index: its levels (more than one-hot's
+/// [`MAX_LEVELS`] here), then "(missing)", then "(other)" for rare and unseen levels.
+#[test]
+fn an_embedded_category_is_one_index_input() {
+    let mut text = String::from("shop,y\n");
+    for level in 0..100 {
+        text += &format!("s{level:03},1\ns{level:03},0\ns{level:03},1\n");
+    }
+    text += "rare,1\n,0\n";
+    let t = csv("shops.csv", &text);
+    let embed: Embed = [("shop".to_string(), 5)].into();
+    let enc = fit_embedded(
+        &t,
+        &[(0, ColumnKind::Category)],
+        &Missing::default(),
+        &embed,
+    );
+    let enc = enc.unwrap();
+    assert_eq!(enc[0].embed, Some(5));
+    assert_eq!(enc[0].levels.as_ref().unwrap().len(), 100);
+    assert_eq!(vocabulary(&enc[0]), Some(102));
+    assert_eq!(enc[0].inputs(), [("shop=(index)".to_string(), true)]);
+    assert!(enc[0].check().is_ok());
+    let later = csv("later.csv", "shop\ns042\ns000\nnew\nNA\ns099\n");
+    let (m, unseen) = encode(&later, &enc, &Missing::default()).unwrap();
+    assert_eq!(m.values, [42.0, 0.0, 101.0, 100.0, 99.0]);
+    assert_eq!(unseen.0, [("shop".to_string(), 1)]);
+    let zero = Encoding {
+        embed: Some(0),
+        ..enc[0].clone()
+    };
+    assert!(zero.check().is_err());
+}
+
+#[test]
+fn embedding_widths_follow_fastai_within_the_rows() {
+    // fastai's 1.6 n^0.56: 22 for 107 rows of vectors, 600 at most.
+    assert_eq!(embed_width(107, 1_000_000), Some(22));
+    assert_eq!(embed_width(1_000_000, u32::MAX as usize), Some(600));
+    // At most one value per two training rows; below 2 wide, no embedding.
+    assert_eq!(embed_width(302, 6000), Some(9));
+    assert_eq!(embed_width(1930, 15_000), Some(3));
+    assert_eq!(embed_width(302, 1000), None);
 }
 
 #[test]
@@ -239,6 +294,31 @@ fn infers_types_with_reasons() {
         table.contains("num     numeric         5  0.5 to 8.5"),
         "{table}"
     );
+}
+
+/// A category with more than one-hot's levels is embedded when the rows allow a width of 2 or
+/// more, and is one-hot (its commonest levels) with the reason said when they do not.
+#[test]
+fn many_levels_are_embedded_where_the_rows_allow() {
+    let table = |repeats: usize| {
+        let mut text = String::from("shop,y\n");
+        for r in 0..repeats {
+            for level in 0..70 {
+                text += &format!("s{level:02},{}\n", (level + r) % 2);
+            }
+        }
+        csv("many.csv", &text)
+    };
+    // 70 levels of 3 rows: 210 rows, too few for 72 vectors of 2.
+    let few = infer(&table(3), 1, &Missing::default());
+    assert_eq!((few[0].kind, few[0].embed), (ColumnKind::Category, None));
+    let why = "text; 70 levels in 3+ rows: one-hot keeps the 64 commonest (too few rows per level to embed)";
+    assert_eq!(few[0].why, why);
+    // 10 rows a level: 700 rows, 4 wide (fastai's rule would give 17).
+    let enough = infer(&table(10), 1, &Missing::default());
+    assert_eq!(enough[0].embed, Some(4));
+    let why = "text; 70 levels in 3+ rows, over one-hot's 64: embedded, 4 wide";
+    assert_eq!(enough[0].why, why);
 }
 
 fn writeln_row(text: &mut String, cells: &[&str]) {
