@@ -143,8 +143,8 @@ pub fn load_model<B: EmberBackend, M: EmberModel<B>>(
     device: &B::Device,
 ) -> Result<M> {
     let model = M::init(&source.config, device);
-    match &source.weights {
-        Weights::Burn(path) => export::load_burn(model, path, device),
+    let (model, path) = match &source.weights {
+        Weights::Burn(path) => (export::load_burn(model, path, device)?, path),
         Weights::Checkpoint(dir, manifest) => {
             let record = checkpoint::load_part::<M::Record, B>(
                 dir,
@@ -152,10 +152,16 @@ pub fn load_model<B: EmberBackend, M: EmberModel<B>>(
                 checkpoint::Part::Model,
                 device,
             )?;
-            Ok(model.load_record(record))
+            (model.load_record(record), dir)
         }
-        Weights::Safetensors(path, layout) => export::load_safetensors(model, path, *layout),
-    }
+        Weights::Safetensors(path, layout) => {
+            (export::load_safetensors(model, path, *layout)?, path)
+        }
+    };
+    model
+        .check_weights()
+        .map_err(|e| EmberError::file(path, e))?;
+    Ok(model)
 }
 
 /// Something to do with a loaded model, on whichever backend was chosen.

@@ -233,14 +233,16 @@ fn columns_table(columns: &[infer::Inferred]) -> String {
             }
         }
     }
-    let embedded: Vec<&infer::Inferred> = columns.iter().filter(|c| c.embed.is_some()).collect();
+    let embedded: Vec<(&str, usize)> = (columns.iter())
+        .filter_map(|c| Some((c.name.as_str(), c.embed?)))
+        .collect();
     if !embedded.is_empty() {
         t.push_str(
             "\n# Categories with too many levels for one input each: a learned vector per level, this\n\
              # wide (docs/tables.md, embeddings). Delete a line to one-hot the column's commonest levels.\n[data.embed]\n",
         );
-        for c in embedded {
-            let _ = writeln!(t, "{} = {}", key(&c.name), c.embed.unwrap_or_default());
+        for (name, width) in embedded {
+            let _ = writeln!(t, "{} = {width}", key(name));
         }
     }
     t

@@ -541,7 +541,7 @@ fn a_category_of_many_levels_is_embedded_and_decides_the_class() {
     ok(&out);
     let log = stdout(&out) + &stderr(&out);
     assert!(
-        log.contains("1 category -> 1 (embedded: \"shop\" 302 levels x 9)"),
+        log.contains("1 category -> 1 (embedded: \"shop\" 302 rows x 9)"),
         "{log}"
     );
     let acc = valid_accuracy(&run);
@@ -652,6 +652,29 @@ fn an_embedded_table_resumes_bit_for_bit_and_seeds_another_run() {
     let shape = |name: &str| file.tensor(name).unwrap().shape().to_vec();
     assert_eq!(shape("embeddings.0.weight"), [302, 4]);
     assert_eq!(shape("net.0.weight"), [64, 5]);
+
+    // A model file beside a config whose encoding has other levels: one line, no panic.
+    let edited = dir.join("edited");
+    std::fs::create_dir_all(&edited).unwrap();
+    std::fs::copy(reference.join("model.mpk"), edited.join("model.mpk")).unwrap();
+    let resolved = std::fs::read_to_string(reference.join("config.toml")).unwrap();
+    let fewer = resolved.replacen("\"s000\", ", "", 1);
+    assert_ne!(fewer, resolved);
+    std::fs::write(edited.join("config.toml"), fewer).unwrap();
+    let model = edited.join("model.mpk");
+    let rows = config(&dir, "rows.csv", "noise,shop,label\n0.5,s001,red\n");
+    let o = ember(&[
+        "eval",
+        path_str(&model),
+        "--data",
+        path_str(&rows),
+        "--device",
+        "cpu",
+    ]);
+    bad_input(
+        &o,
+        "its embedding tables are [[302, 4]] (rows, width), but the config's data.encoding gives [[301, 4]]",
+    );
 
     let (seeded, fresh) = (dir.join("seeded"), dir.join("fresh"));
     let from = reference.join("model.safetensors");

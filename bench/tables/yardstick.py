@@ -7,7 +7,9 @@ yardstick is scikit-learn's one-hot + median-impute + logistic regression (ridge
 regression) on the columns ember's job file keeps, dates as the same parts; beside it,
 HistGradientBoosting on the same inputs. Rows without a label are left out of the scoring.
 
-    python3 bench/tables/yardstick.py [--ember target/release/ember] TABLE.csv:LABEL ...
+    python3 bench/tables/yardstick.py [--ember target/release/ember] [--set KEY=VALUE ...] TABLE.csv:LABEL ...
+
+`--set` passes overrides to `ember train` (the drafted job otherwise), to try other defaults.
 
 Needs pandas and scikit-learn. Prints a Markdown table.
 """
@@ -95,14 +97,15 @@ def sklearn_scores(train, test, label, types, task):
     return out
 
 
-def ember_score(ember, work, train, test, label):
+def ember_score(ember, work, train, test, label, overrides):
     train_csv, test_csv = work / "train.csv", work / "test.csv"
     train.to_csv(train_csv, index=False)
     test.drop(columns=[label]).to_csv(test_csv, index=False)
     job = run([ember, "init", "--csv", train_csv, "--label", label])
     (work / "job.toml").write_text(job)
     spec = tomllib.loads(job)
-    run([ember, "train", work / "job.toml", "--out", work / "run", "--quiet"])
+    sets = [a for kv in overrides for a in ("--set", kv)]
+    run([ember, "train", work / "job.toml", "--out", work / "run", "--quiet", *sets])
     pred = pd.read_csv(
         pd.io.common.StringIO(run([ember, "predict", work / "run", "--input", test_csv])),
         keep_default_na=False,
@@ -118,6 +121,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ember", default="target/release/ember")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--set", action="append", default=[], help="KEY=VALUE for ember train")
     ap.add_argument("tables", nargs="+", help="FILE.csv:LABEL")
     a = ap.parse_args()
     ember = pathlib.Path(a.ember).resolve()
@@ -131,7 +135,7 @@ def main():
         cut = len(frame) * 3 // 4
         train, test = frame.iloc[order[:cut]], frame.iloc[order[cut:]]
         with tempfile.TemporaryDirectory() as tmp:
-            task, types, ours = ember_score(ember, pathlib.Path(tmp), train, test[~test[label].isin(MISSING)], label)
+            task, types, ours = ember_score(ember, pathlib.Path(tmp), train, test[~test[label].isin(MISSING)], label, a.set)
         known = lambda f: f[~f[label].isin(MISSING)].replace(MISSING, np.nan)
         linear, hgb = sklearn_scores(known(train), known(test), label, types, task)
         fmt = (lambda v: f"R² {v:.3f}") if task == "regression" else (lambda v: f"{100 * v:.1f} %")

@@ -502,6 +502,7 @@ impl RawConfig {
             ("data.ignore", d.ignore.is_some()),
             ("data.columns", d.columns.is_some()),
             ("data.missing_values", d.missing_values.is_some()),
+            ("data.embed", d.embed.is_some()),
             ("data.encoding", d.encoding.is_some()),
             ("data.scalar_column", d.scalar_column.is_some()),
             ("data.valid_csv", d.valid_csv.is_some()),
@@ -669,11 +670,13 @@ impl RawConfig {
                     .map_err(|why| input_err!("data.encoding: {why}"))?;
                 let embed = d.embed.as_ref().and_then(|m| m.get(&e.column));
                 if e.embed.as_ref() != embed {
+                    let width =
+                        |w: Option<&usize>| w.map_or("one-hot".into(), |w| format!("{w} wide"));
                     return Err(input_err!(
-                        "data.encoding embeds \"{}\" {}, but data.embed {}; delete data.encoding to fit it again",
+                        "data.encoding has \"{}\" {}, but data.embed {}; delete data.encoding to fit it again",
                         e.column,
-                        e.embed.map_or("not at all".into(), |w| format!("{w} wide")),
-                        embed.map_or("does not".into(), |w| format!("gives {w}"))
+                        width(e.embed.as_ref()),
+                        embed.map_or("does not name it".into(), |w| format!("gives it {w} wide"))
                     ));
                 }
                 if typed.get(&e.column) != Some(&e.kind) || e.kind == ColumnKind::Ignore {

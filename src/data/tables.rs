@@ -339,8 +339,8 @@ fn standardize(data: &mut HostData, spec: &TableSpec) -> Result<()> {
     let stats = spec.stats.clone().unwrap_or_else(|| {
         let mut stats = column_stats(&data.train);
         // One-hot levels and missing-cell indicators stay 0/1: a rare level scaled by its small
-        // deviation would become a large input.
-        let binary = data.encoding.as_deref().map(columns::binary_inputs);
+        // deviation would become a large input. An embedded column's index stays a row number.
+        let binary = data.encoding.as_deref().map(columns::unscaled_inputs);
         for (c, _) in binary.iter().flatten().enumerate().filter(|(_, b)| **b) {
             (stats.mean[c], stats.std[c]) = (0.0, 1.0);
         }
@@ -352,6 +352,14 @@ fn standardize(data: &mut HostData, spec: &TableSpec) -> Result<()> {
             "data.feature_mean has {} values but the data has {expected} input columns",
             stats.mean.len()
         ));
+    }
+    let indices = data.encoding.as_deref().map(columns::index_inputs);
+    for i in indices.into_iter().flatten() {
+        if (stats.mean[i], stats.std[i]) != (0.0, 1.0) {
+            return Err(input_err!(
+                "data.feature_mean[{i}] and data.feature_std[{i}] must be 0 and 1: input {i} is an embedded column's index, a row of its table"
+            ));
+        }
     }
     for s in [&mut data.train, &mut data.valid]
         .into_iter()

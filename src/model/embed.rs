@@ -21,30 +21,33 @@ pub enum Part {
     Lookup { input: usize, table: usize },
 }
 
-/// How a row's inputs become the first layer's: the parts in order, and their total width.
+/// How a row's inputs become the first layer's: the parts in order, their total width, and
+/// each table's `[rows, width]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub parts: Vec<Part>,
     pub width: usize,
+    pub tables: Vec<[usize; 2]>,
 }
 
 impl Plan {
     /// The plan for inputs encoded by `encodings`; `None` when no column is embedded.
     pub fn of(encodings: &[Encoding]) -> Option<Plan> {
         encodings.iter().find(|e| e.embed.is_some())?;
-        let (mut parts, mut width, mut offset, mut table) = (Vec::new(), 0, 0, 0);
+        let (mut parts, mut width, mut offset) = (Vec::new(), 0, 0);
+        let mut tables = Vec::new();
         for enc in encodings {
             let inputs = enc.inputs().len();
-            match enc.embed {
-                Some(w) => {
+            match (enc.embed, vocabulary(enc)) {
+                (Some(w), Some(rows)) => {
                     parts.push(Part::Lookup {
                         input: offset,
-                        table,
+                        table: tables.len(),
                     });
-                    table += 1;
+                    tables.push([rows, w]);
                     width += w;
                 }
-                None => {
+                _ => {
                     match parts.last_mut() {
                         Some(Part::Inputs(r)) if r.end == offset => r.end += inputs,
                         _ => parts.push(Part::Inputs(offset..offset + inputs)),
@@ -55,7 +58,28 @@ impl Plan {
             offset += inputs;
         }
         parts.retain(|p| !matches!(p, Part::Inputs(r) if r.is_empty()));
-        Some(Plan { parts, width })
+        Some(Plan {
+            parts,
+            width,
+            tables,
+        })
+    }
+
+    /// Whether `tables` (loaded from a model file) have the shapes this plan gives them; an
+    /// index past a table's end would read another row on a GPU, or stop the CPU backend.
+    pub fn check(&self, tables: Option<&[Embedding<impl Backend>]>) -> Result<(), String> {
+        let got: Vec<[usize; 2]> = tables
+            .unwrap_or_default()
+            .iter()
+            .map(|t| t.weight.dims())
+            .collect();
+        match got == self.tables {
+            true => Ok(()),
+            false => Err(format!(
+                "its embedding tables are {got:?} (rows, width), but the config's data.encoding gives {:?}",
+                self.tables
+            )),
+        }
     }
 }
 
@@ -143,10 +167,17 @@ mod tests {
             ]
         );
         assert_eq!(plan.width, 7 + 4 + 2 + 2);
+        assert_eq!(plan.tables, [[12, 4], [7, 2]]);
         assert_eq!(Plan::of(&enc[..2]), None);
         let tables = tables::<Flex>(&enc, 7, &Default::default());
-        let dims: Vec<[usize; 2]> = tables.iter().map(|t| t.weight.dims()).collect();
-        assert_eq!(dims, [[12, 4], [7, 2]]);
+        assert_eq!(plan.check(Some(&tables)), Ok(()));
+        // A table of other rows, or none (a file from another config), is named.
+        let err = plan.check(Some(&tables[..1])).unwrap_err();
+        assert!(
+            err.contains("[[12, 4]]") && err.contains("[[12, 4], [7, 2]]"),
+            "{err}"
+        );
+        assert!(plan.check(None::<&[Embedding<Flex>]>).is_err());
     }
 
     /// The lookup against Burn's own `Embedding::forward`, and its gradient: each table row

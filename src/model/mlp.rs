@@ -37,8 +37,10 @@ pub struct Head {
 
 #[derive(Module, Debug)]
 pub struct Mlp<B: Backend> {
-    /// The tables of the embedded category columns (`model::embed`), in the columns' order.
-    embeddings: Vec<Embedding<B>>,
+    /// The tables of the embedded category columns (`model::embed`), in the columns' order;
+    /// `None` without such columns. (An `Option`, so that model files written before
+    /// embeddings existed, which have no such field, still load.)
+    embeddings: Option<Vec<Embedding<B>>>,
     layers: Vec<Linear<B>>,
     dropout: Dropout,
     #[module(skip)]
@@ -65,12 +67,11 @@ impl<B: EmberBackend> Mlp<B> {
     /// An MLP `inputs -> hidden... -> outputs` with weights drawn from `seed`, layer by layer.
     pub fn new(config: &JobConfig, inputs: usize, outputs: usize, device: &B::Device) -> Self {
         let spec = &config.model;
+        // With embedded columns, the first layer reads the plan's width, not the inputs'.
         let encodings = config.table().and_then(|t| t.encoding.as_deref());
         let plan = encodings.and_then(embed::Plan::of);
-        let embeddings = match &plan {
-            Some(_) => embed::tables(encodings.unwrap_or_default(), config.seed, device),
-            None => Vec::new(),
-        };
+        let embeddings = (plan.as_ref())
+            .map(|_| embed::tables(encodings.unwrap_or_default(), config.seed, device));
         let inputs = plan.as_ref().map_or(inputs, |p| p.width);
         let mut rng = crate::rng::stream(config.seed, "init", 0);
         let widths: Vec<usize> = std::iter::once(inputs)
@@ -129,9 +130,9 @@ impl<B: EmberBackend> Mlp<B> {
             .layers
             .split_last()
             .expect("an MLP has an output layer");
-        let mut x = match &self.head.plan {
-            Some(plan) => embed::lookup(&self.embeddings, plan, x),
-            None => x,
+        let mut x = match (&self.head.plan, &self.embeddings) {
+            (Some(plan), Some(tables)) => embed::lookup(tables, plan, x),
+            _ => x,
         };
         for layer in hidden {
             // ember's one-pass dropout (ops::dropout), at the rate Burn's Dropout module holds.
@@ -372,6 +373,13 @@ impl<B: EmberBackend> EmberModel<B> for Mlp<B> {
         MlpBatch::from_host(split, device)
     }
 
+    fn check_weights(&self) -> std::result::Result<(), String> {
+        match &self.head.plan {
+            Some(plan) => plan.check(self.embeddings.as_deref()),
+            None => Ok(()),
+        }
+    }
+
     fn network(&self) -> crate::onnx::Network {
         crate::onnx::Network::Mlp(self.mlp_net())
     }
@@ -397,7 +405,7 @@ impl<B: EmberBackend> Mlp<B> {
             .collect();
         let lookup = self.head.plan.as_ref().map(|plan| crate::onnx::Lookup {
             plan: plan.clone(),
-            tables: (self.embeddings.iter())
+            tables: (self.embeddings.iter().flatten())
                 .map(|t| {
                     let [rows, width] = t.weight.dims();
                     (rows, width, host(t.weight.val()))
@@ -556,6 +564,34 @@ mod tests {
             .forward(xi)
             .into_data();
         assert_eq!(a, b);
+    }
+
+    /// A model file written before embeddings existed (an MLP record without the field) loads,
+    /// weights and all.
+    #[test]
+    fn model_files_from_before_embeddings_load() {
+        #[derive(Module, Debug)]
+        struct Before<B: Backend> {
+            layers: Vec<Linear<B>>,
+            dropout: Dropout,
+        }
+        let device = Default::default();
+        let model = Mlp::<Flex>::new(&config("relu", 0.0), 4, 3, &device);
+        let before = Before {
+            layers: model.layers.clone(),
+            dropout: model.dropout.clone(),
+        };
+        let path = std::env::temp_dir().join(format!("ember-before-{}.mpk", std::process::id()));
+        crate::export::save_burn(&before, &path).unwrap();
+        let mut other = config("relu", 0.0);
+        other.seed = 9;
+        let other = Mlp::<Flex>::new(&other, 4, 3, &device);
+        let loaded = crate::export::load_burn(other, &path, &device).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let x = Tensor::<Flex, 2>::random([5, 4], Distribution::Uniform(-1.0, 1.0), &device);
+        let (a, b) = (loaded.forward(x.clone()), model.forward(x));
+        assert_eq!(a.into_data(), b.into_data());
+        assert!(loaded.embeddings.is_none());
     }
 
     #[test]

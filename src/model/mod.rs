@@ -384,6 +384,12 @@ pub trait EmberModel<B: crate::ops::EmberBackend>:
 
     /// The weights and head on the host, for ONNX export.
     fn network(&self) -> crate::onnx::Network;
+
+    /// Whether weights loaded from a file fit the config where Burn's loading does not check
+    /// (an embedding table's rows); an error says what differs.
+    fn check_weights(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The bounds every ember model meets in training: Burn's train step over device-cut batches

@@ -2,7 +2,9 @@
 //! user reads on stderr. A column is ignored only for a stated reason: every cell missing, one
 //! value in every row, an ID (unique per row), or free text.
 
-use super::{ColumnKind, MAX_LEVELS, MIN_LEVEL_ROWS, Missing, dates, embed_width};
+use super::{
+    ColumnKind, MAX_EMBEDDED_LEVELS, MAX_LEVELS, MIN_LEVEL_ROWS, Missing, dates, embed_width,
+};
 use crate::data::table::TextCsv;
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
@@ -49,10 +51,10 @@ pub fn infer(csv: &TextCsv, label: usize, missing: &Missing) -> Vec<Inferred> {
                 .flatten();
             let embed = many.and_then(|(_, width)| width);
             if let Some((levels, width)) = many {
-                let many = format!("{levels} levels in {MIN_LEVEL_ROWS}+ rows");
+                let count = format!("{levels} levels in {MIN_LEVEL_ROWS}+ rows");
                 why += &match width {
-                    Some(w) => format!("; {many}, over one-hot's {MAX_LEVELS}: embedded, {w} wide"),
-                    None => format!("; {many}: one-hot keeps the {MAX_LEVELS} commonest (too few rows per level to embed)"),
+                    Some(w) => format!("; {count}, over one-hot's {MAX_LEVELS}: embedded, {w} wide"),
+                    None => format!("; {count}: one-hot keeps the {MAX_LEVELS} commonest (too few rows per level to embed)"),
                 };
             }
             Inferred {
@@ -76,6 +78,7 @@ fn many_levels(cells: &[&str], rows: usize) -> Option<(usize, Option<usize>)> {
         *counts.entry(c).or_default() += 1;
     }
     let levels = counts.values().filter(|n| **n >= MIN_LEVEL_ROWS).count();
+    let levels = levels.min(MAX_EMBEDDED_LEVELS);
     (levels > MAX_LEVELS).then(|| (levels, embed_width(levels + 2, rows)))
 }
 

@@ -138,9 +138,8 @@ pub struct Encoding {
 }
 
 impl Encoding {
-    /// The names of this column's inputs, and whether each is a 0/1 input (left unscaled by
-    /// standardisation).
-    /// An embedded column's index input is flagged too: its index must reach the model exact.
+    /// The names of this column's inputs, and whether standardisation leaves each as it is: a
+    /// 0/1 input, or an embedded column's index (which must reach the model exact).
     pub fn inputs(&self) -> Vec<(String, bool)> {
         let c = &self.column;
         let mut inputs: Vec<(String, bool)> = match self.kind {
@@ -173,6 +172,12 @@ impl Encoding {
     /// Whether the fields fit the kind (a hand-edited encoding may not).
     pub fn check(&self) -> std::result::Result<(), String> {
         let c = &self.column;
+        if let Some(levels) = &self.levels {
+            let distinct: std::collections::HashSet<&String> = levels.iter().collect();
+            if distinct.len() < levels.len() {
+                return Err(format!("\"{c}\" lists a level twice"));
+            }
+        }
         if self.embed.is_some() && self.kind != ColumnKind::Category {
             return Err(format!(
                 "\"{c}\" ({}) has embed; only a category is embedded",
@@ -210,8 +215,9 @@ impl Encoding {
     }
 }
 
-/// Which inputs of `encodings` are 0/1 (one-hot levels and missing indicators).
-pub fn binary_inputs(encodings: &[Encoding]) -> Vec<bool> {
+/// Which inputs of `encodings` standardisation leaves as they are: the 0/1 ones (one-hot
+/// levels and missing indicators), and an embedded column's index.
+pub fn unscaled_inputs(encodings: &[Encoding]) -> Vec<bool> {
     encodings
         .iter()
         .flat_map(|e| e.inputs().into_iter().map(|(_, b)| b))
@@ -604,6 +610,19 @@ pub fn vocabulary(enc: &Encoding) -> Option<usize> {
     Some(enc.levels.as_ref().map_or(0, Vec::len) + 2)
 }
 
+/// The positions of the embedded columns' index inputs among all of `encodings`' inputs.
+pub fn index_inputs(encodings: &[Encoding]) -> Vec<usize> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    for e in encodings {
+        if e.embed.is_some() {
+            out.push(at);
+        }
+        at += e.inputs().len();
+    }
+    out
+}
+
 /// One line on what the inputs are made of, for the training log.
 pub fn describe(encodings: &[Encoding], ignored: usize) -> String {
     let mut parts = Vec::new();
@@ -621,7 +640,7 @@ pub fn describe(encodings: &[Encoding], ignored: usize) -> String {
         let embedded: Vec<String> = (of_kind.iter())
             .filter_map(|e| {
                 Some(format!(
-                    "\"{}\" {} levels x {}",
+                    "\"{}\" {} rows x {}",
                     e.column,
                     vocabulary(e)?,
                     e.embed?

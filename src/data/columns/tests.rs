@@ -98,7 +98,7 @@ fn fits_medians_indicators_and_levels_on_the_training_rows() {
         ]
     );
     assert_eq!(
-        binary_inputs(&enc),
+        unscaled_inputs(&enc),
         [
             false, true, true, true, true, true, false, false, false, false, false, true
         ]
