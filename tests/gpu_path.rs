@@ -281,94 +281,112 @@ fn the_device_loader_serves_every_row_once_per_epoch_on_the_gpu() {
 /// run's `model.safetensors` then evaluates on the CPU as the GPU evaluates it.
 #[test]
 fn a_killed_gpu_run_resumes_onto_its_device_and_exports_for_the_cpu() {
+    let job =
+        "job = \"fashion-mlp\"\nepochs = 4\nbatch_size = 64\nshuffle = true\n[adam]\nlr = 1e-3\n";
     for gpu in devices("resume") {
-        let dir = scratch(&format!("gpu-resume-{}", gpu.device.replace(':', "")));
-        let cfg = config(
-            &dir,
-            "small.toml",
-            "job = \"fashion-mlp\"\nepochs = 4\nbatch_size = 64\nshuffle = true\n[adam]\nlr = 1e-3\n",
-        );
-        let args = |out: &Path| -> Vec<String> {
-            [
-                "train",
-                path_str(&cfg),
-                "--out",
-                path_str(out),
-                "--device",
-                &gpu.device,
-                "--checkpoint-every",
-                "0",
-                "--max-train-rows",
-                "1280",
-                "--max-valid-rows",
-                "500",
-                "-q",
-            ]
-            .map(String::from)
-            .to_vec()
-        };
-        let reference = dir.join("reference");
-        let a = args(&reference);
-        ok(&ember(&a.iter().map(String::as_str).collect::<Vec<_>>()));
+        killed_run_resumes(&gpu, "mlp", job);
+    }
+}
 
-        let killed = dir.join("killed");
-        let a = args(&killed);
-        let child = spawn(&a.iter().map(String::as_str).collect::<Vec<_>>());
-        let (limit, settle) = (Duration::from_secs(300), Duration::from_millis(200));
-        kill_mid_epoch(child, &killed, 2, limit, settle);
+/// The same for a convolutional network with batch norm: its running statistics, which the
+/// validation passes use, come back with the weights.
+#[test]
+fn a_killed_gpu_cnn_resumes_with_its_batch_norm_statistics() {
+    let job = "task = \"classification\"\nepochs = 4\nshuffle = true\n[data]\nsource = \"idx\"\n\
+               [model]\nhidden = [16]\n\
+               [[model.conv]]\nchannels = 4\nbatch_norm = true\npool = 2\n\
+               [[model.conv]]\nchannels = 8\nbatch_norm = true\npool = 2\n[adam]\nlr = 1e-3\n";
+    for gpu in devices("resume a cnn") {
+        killed_run_resumes(&gpu, "cnn", job);
+    }
+}
 
-        let resumed = Command::new(bin())
-            .args([
-                "train",
-                "--resume",
-                path_str(&killed),
-                "--device",
-                &gpu.device,
-                "-q",
-            ])
-            .current_dir(root())
-            .env("EMBER_LOG", "info")
-            .output()
-            .unwrap();
-        ok(&resumed);
-        assert_ran_on(&killed, &gpu);
-        let gap = loss_gap(&reference, &killed);
-        assert!(gap <= PARITY, "resumed run differs by {gap:e}");
-        if gpu.device.starts_with("wgpu") {
-            let servers = stderr(&resumed)
-                .lines()
-                .filter(|l| l.contains("Created wgpu compute server"))
-                .count();
-            assert_eq!(servers, 1, "{}", stderr(&resumed));
-        }
-
-        // Export: the GPU run's safetensors, evaluated on the CPU.
-        let accuracy = |o: &Output| -> f64 {
-            ok(o);
-            let out = stdout(o);
-            let at = out.find("accuracy ").expect("an accuracy") + "accuracy ".len();
-            out[at..].split(' ').next().unwrap().parse().unwrap()
-        };
-        let on_gpu = accuracy(&ember(&[
-            "eval",
-            path_str(&reference),
+fn killed_run_resumes(gpu: &Gpu, name: &str, job: &str) {
+    let dir = scratch(&format!(
+        "gpu-resume-{name}-{}",
+        gpu.device.replace(':', "")
+    ));
+    let cfg = config(&dir, "small.toml", job);
+    let args = |out: &Path| -> Vec<String> {
+        [
+            "train",
+            path_str(&cfg),
+            "--out",
+            path_str(out),
             "--device",
             &gpu.device,
-        ]));
-        let on_cpu = accuracy(&ember(&[
-            "eval",
-            path_str(&reference.join("model.safetensors")),
-            "--config",
-            path_str(&reference.join("config.toml")),
+            "--checkpoint-every",
+            "0",
+            "--max-train-rows",
+            "1280",
+            "--max-valid-rows",
+            "500",
+            "-q",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let reference = dir.join("reference");
+    let a = args(&reference);
+    ok(&ember(&a.iter().map(String::as_str).collect::<Vec<_>>()));
+
+    let killed = dir.join("killed");
+    let a = args(&killed);
+    let child = spawn(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let (limit, settle) = (Duration::from_secs(300), Duration::from_millis(200));
+    kill_mid_epoch(child, &killed, 2, limit, settle);
+
+    let resumed = Command::new(bin())
+        .args([
+            "train",
+            "--resume",
+            path_str(&killed),
             "--device",
-            "cpu",
-        ]));
-        assert!(
-            (on_gpu - on_cpu).abs() <= 0.05,
-            "eval on {}: {on_gpu} %, its safetensors on the CPU: {on_cpu} %",
-            gpu.device
-        );
+            &gpu.device,
+            "-q",
+        ])
+        .current_dir(root())
+        .env("EMBER_LOG", "info")
+        .output()
+        .unwrap();
+    ok(&resumed);
+    assert_ran_on(&killed, gpu);
+    let gap = loss_gap(&reference, &killed);
+    assert!(gap <= PARITY, "resumed run differs by {gap:e}");
+    if gpu.device.starts_with("wgpu") {
+        let servers = stderr(&resumed)
+            .lines()
+            .filter(|l| l.contains("Created wgpu compute server"))
+            .count();
+        assert_eq!(servers, 1, "{}", stderr(&resumed));
     }
+
+    // Export: the GPU run's safetensors, evaluated on the CPU.
+    let accuracy = |o: &Output| -> f64 {
+        ok(o);
+        let out = stdout(o);
+        let at = out.find("accuracy ").expect("an accuracy") + "accuracy ".len();
+        out[at..].split(' ').next().unwrap().parse().unwrap()
+    };
+    let on_gpu = accuracy(&ember(&[
+        "eval",
+        path_str(&reference),
+        "--device",
+        &gpu.device,
+    ]));
+    let on_cpu = accuracy(&ember(&[
+        "eval",
+        path_str(&reference.join("model.safetensors")),
+        "--config",
+        path_str(&reference.join("config.toml")),
+        "--device",
+        "cpu",
+    ]));
+    assert!(
+        (on_gpu - on_cpu).abs() <= 0.05,
+        "eval on {}: {on_gpu} %, its safetensors on the CPU: {on_cpu} %",
+        gpu.device
+    );
 }
 
 #[test]
