@@ -33,6 +33,10 @@ fn train(cfg: &Path, run: &Path) -> std::process::Output {
     common::train_on_cpu(cfg, run, &[])
 }
 
+fn train_with(cfg: &Path, run: &Path, extra: &[&str]) -> std::process::Output {
+    common::train_on_cpu(cfg, run, extra)
+}
+
 /// Rows whose class is the city's (two cities per class), with a noise column that has empty
 /// cells and a label missing in every 50th row.
 fn city_table(path: &Path, rows: usize, seed: u64) {
@@ -549,16 +553,41 @@ fn a_category_of_many_levels_is_embedded_and_decides_the_class() {
     let resolved = std::fs::read_to_string(run.join("config.toml")).unwrap();
     assert!(resolved.contains("embed = 9"), "{resolved}");
 
-    // Sweep trials of it train one per process: replicas' first layers take plain inputs.
+    // Two seeds of it as replicas of one batched model: each trial's losses are its single
+    // run's, within float rounding (each replica looks up its own tables).
     let sweep = format!("base = \"{}\"\nseeds = [1, 2]\n", cfg.display());
-    let o = ember(&[
+    let sweep = config(&dir, "sweep.toml", &sweep);
+    let swept = dir.join("sweep");
+    let (s, o) = (path_str(&sweep), path_str(&swept));
+    ok(&ember(&[
+        "--threads",
+        "2",
         "sweep",
-        "plan",
-        path_str(&config(&dir, "sweep.toml", &sweep)),
-    ]);
-    ok(&o);
-    let why = "processes (replicas' first layers read the inputs as they are; embedded columns train one per process)";
-    assert!(stdout(&o).contains(why), "{}", stdout(&o));
+        "run",
+        s,
+        "--out",
+        o,
+        "--device",
+        "cpu",
+    ]));
+    let log = std::fs::read_to_string(swept.join("logs/unit-000.log")).unwrap();
+    assert!(log.contains("2 trials as replicas"), "{log}");
+    for (i, seed) in ["seed=1", "seed=2"].iter().enumerate() {
+        let single = dir.join(format!("single-{i}"));
+        ok(&train_with(
+            &cfg,
+            &single,
+            &["--set", seed, "--set", "data.split_seed=42"],
+        ));
+        let trial = common::losses(&swept.join(format!("trial-{i:03}")));
+        let close = |x: f64, y: f64| (x - y).abs() <= 1e-5 * y.abs().max(1.0);
+        for (a, b) in trial.iter().zip(&common::losses(&single)) {
+            assert!(
+                close(a.0, b.0) && close(a.1, b.1),
+                "trial {i}: {a:?} vs {b:?}"
+            );
+        }
+    }
 
     // The one-hot encoding of the same column, for contrast: its 64 shops are not enough.
     let onehot = config(
@@ -680,8 +709,8 @@ fn an_embedded_table_resumes_bit_for_bit_and_seeds_another_run() {
     let from = reference.join("model.safetensors");
     let one_epoch = ["--set", "epochs=1"];
     let from_reference = ["--init-from", path_str(&from), "--set", "epochs=1"];
-    ok(&common::train_on_cpu(&cfg, &seeded, &from_reference));
-    ok(&common::train_on_cpu(&cfg, &fresh, &one_epoch));
+    ok(&train_with(&cfg, &seeded, &from_reference));
+    ok(&train_with(&cfg, &fresh, &one_epoch));
     let first_valid_loss = |run: &Path| losses(run)[0].1;
     let (a, b) = (first_valid_loss(&seeded), first_valid_loss(&fresh));
     assert!(

@@ -7,6 +7,7 @@
 
 use super::param;
 use crate::data::columns::{Encoding, vocabulary};
+use burn::module::Param;
 use burn::nn::Embedding;
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -119,6 +120,35 @@ pub fn lookup<B: Backend>(tables: &[Embedding<B>], plan: &Plan, x: Tensor<B, 2>)
     Tensor::cat(parts, 1)
 }
 
+/// [`lookup`] for K replicas, each with its own tables (`[K, rows, width]` each): the first
+/// layer's inputs `[K, n, plan.width]` from each replica's encoded rows `[K, n, inputs]`. The
+/// tables are looked up as one `[K * rows, width]` table, each replica's indices moved to its
+/// own rows.
+pub fn lookup_replicas<B: Backend>(
+    tables: &[Param<Tensor<B, 3>>],
+    plan: &Plan,
+    x: Tensor<B, 3>,
+) -> Tensor<B, 3> {
+    let [k, n, _] = x.dims();
+    let first_rows = |rows: usize| {
+        let starts = Tensor::<B, 1, Int>::arange(0..k as i64, &x.device());
+        starts.mul_scalar(rows as i64).reshape([k, 1])
+    };
+    let parts = (plan.parts.iter())
+        .map(|part| match part {
+            Part::Inputs(r) => x.clone().narrow(2, r.start, r.len()),
+            Part::Lookup { input, table } => {
+                let [_, rows, width] = tables[*table].dims();
+                let index = x.clone().narrow(2, *input, 1).reshape([k, n]).int();
+                let index = (index + first_rows(rows)).reshape([k * n]);
+                let all = tables[*table].val().reshape([k * rows, width]);
+                all.select(0, index).reshape([k, n, width])
+            }
+        })
+        .collect();
+    Tensor::cat(parts, 2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,5 +243,34 @@ mod tests {
         let g = tables[0].weight.grad(&grads).unwrap().into_data();
         let g: Vec<f32> = g.to_vec().unwrap();
         assert_eq!(g, [1.0, 1.0, 0.0, 0.0, 2.0, 2.0, 0.0, 0.0, 1.0, 1.0]);
+    }
+
+    /// Each replica looks up its own tables, as its single model would.
+    #[test]
+    fn replicas_look_up_their_own_tables() {
+        let device = Default::default();
+        let enc = [category("c", 3, Some(2)), numeric("a")];
+        let plan = Plan::of(&enc).unwrap();
+        let singles = [
+            tables::<Flex>(&enc, 1, &device),
+            tables::<Flex>(&enc, 2, &device),
+        ];
+        let stacked = Tensor::stack(singles.iter().map(|t| t[0].weight.val()).collect(), 0);
+        let stacked = [Param::from_tensor(stacked)];
+        // Replica 0's rows, then replica 1's: index, a, a.missing.
+        let rows = [
+            [4.0f32, 0.5, 0.0, 1.0, 0.25, 1.0],
+            [0.0, 0.75, 0.0, 3.0, 1.0, 0.0],
+        ];
+        let x = |r: usize| {
+            Tensor::<Flex, 2>::from_data(TensorData::new(rows[r].to_vec(), [2, 3]), &device)
+        };
+        let both = Tensor::stack(vec![x(0), x(1)], 0);
+        let got = lookup_replicas(&stacked, &plan, both);
+        for (r, single) in singles.iter().enumerate() {
+            let want = lookup(single, &plan, x(r)).into_data();
+            let mine = got.clone().narrow(0, r, 1).reshape([2, 4]).into_data();
+            assert_eq!(mine, want, "replica {r}");
+        }
     }
 }

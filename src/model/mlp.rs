@@ -103,6 +103,19 @@ impl<B: EmberBackend> Mlp<B> {
         &self.layers
     }
 
+    /// The embedded columns' tables and where they come in, when there are any.
+    pub(crate) fn embedded(&self) -> Option<(&embed::Plan, &[Embedding<B>])> {
+        Some((self.head.plan.as_ref()?, self.embeddings.as_deref()?))
+    }
+
+    /// The same model with other tables for its embedded columns (the parameter ids kept).
+    pub(crate) fn with_tables(mut self, tables: Vec<Tensor<B, 2>>) -> Self {
+        for (e, t) in self.embeddings.iter_mut().flatten().zip(tables) {
+            e.weight = burn::module::Param::initialized(e.weight.id, t);
+        }
+        self
+    }
+
     /// Its linear layers.
     pub(crate) fn depth(&self) -> usize {
         self.layers.len()

@@ -23,10 +23,6 @@ pub fn why_not(configs: &[JobConfig]) -> Option<String> {
     if first.model.kind == ModelKind::Cnn {
         return Some("replicas are MLPs; a convolutional network trains one per process".into());
     }
-    let embedded = |c: &JobConfig| c.table().is_some_and(|t| !t.embed.is_empty());
-    if embedded(first) {
-        return Some("replicas' first layers read the inputs as they are; embedded columns train one per process".into());
-    }
     if first.model.dropout > 0.0 {
         // One draw of masks for all replicas would not be each single run's masks.
         return Some("dropout masks are drawn per run".into());

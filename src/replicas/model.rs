@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::export;
 use crate::model::linear_scalar::LinearScalar;
 use crate::model::mlp::{Mlp, MlpBatch, Targets};
-use crate::model::{EmberModel, RegressionStep, StepOutput, train_output_of, weighting};
+use crate::model::{EmberModel, RegressionStep, StepOutput, embed, train_output_of, weighting};
 use crate::ops::{self, EmberBackend, linear_replicas};
 use burn::module::{Param, ParamId};
 use burn::nn::{Dropout, DropoutConfig};
@@ -103,6 +103,9 @@ impl<B: EmberBackend> ReplicaScalar<B> {
 /// K models of one shape: MLPs (`layers`), or linear-scalar's (`scalar`).
 #[derive(Module, Debug)]
 pub struct ReplicaMlp<B: Backend> {
+    /// Each embedded column's table, the replicas' stacked: `[K, rows, width]`; `None` without
+    /// such columns (and in group checkpoints from before embeddings).
+    tables: Option<Vec<Param<Tensor<B, 3>>>>,
     layers: Vec<ReplicaLinear<B>>,
     scalar: Option<ReplicaScalar<B>>,
     dropout: Dropout,
@@ -115,6 +118,9 @@ pub struct ReplicaMlp<B: Backend> {
     class_weights: Option<Vec<f32>>,
     #[module(skip)]
     replicas: usize,
+    /// Where the tables come in (`model::embed`).
+    #[module(skip)]
+    plan: Option<embed::Plan>,
 }
 
 /// A training batch: the same rows for every replica (file order), or each replica's own rows
@@ -130,12 +136,21 @@ impl<B: EmberBackend> ReplicaMlp<B> {
     /// of a single run of its config.
     pub fn new(configs: &[JobConfig], device: &B::Device) -> Self {
         let spec = &configs[0].model;
-        let (layers, scalar) = match spec.kind {
-            ModelKind::Mlp => (mlp_layers(configs, device), None),
-            ModelKind::LinearScalar => (Vec::new(), Some(ReplicaScalar::new(configs, device))),
+        let (layers, tables, scalar) = match spec.kind {
+            ModelKind::Mlp => {
+                let singles: Vec<Mlp<B>> = configs.iter().map(|c| single(c, device)).collect();
+                (mlp_layers(&singles), mlp_tables(&singles), None)
+            }
+            ModelKind::LinearScalar => {
+                let scalar = ReplicaScalar::new(configs, device);
+                (Vec::new(), None, Some(scalar))
+            }
             ModelKind::Cnn => unreachable!("replicas::why_not keeps convolutional networks out"),
         };
+        let encodings = configs[0].table().and_then(|t| t.encoding.as_deref());
         Self {
+            tables,
+            plan: encodings.and_then(embed::Plan::of),
             layers,
             scalar,
             dropout: DropoutConfig::new(spec.dropout).init(),
@@ -157,8 +172,14 @@ impl<B: EmberBackend> ReplicaMlp<B> {
         match &self.scalar {
             None => {
                 let values = self.layers.iter().map(|l| l.of(r)).collect();
+                let tables = (self.tables.iter().flatten())
+                    .map(|t| {
+                        let [_, rows, width] = t.dims();
+                        t.val().narrow(0, r, 1).reshape([rows, width])
+                    })
+                    .collect();
                 let single = single(config, device).with_values(values);
-                export::save_model(&single, files, config.name())
+                export::save_model(&single.with_tables(tables), files, config.name())
             }
             Some(s) => export::save_model(&s.single(r, config, device), files, config.name()),
         }
@@ -173,6 +194,28 @@ impl<B: EmberBackend> ReplicaMlp<B> {
         if let Some(s) = &self.scalar {
             return s.forward(x);
         }
+        match (&self.plan, &self.tables) {
+            (Some(plan), Some(tables)) => {
+                let x = embed::lookup_replicas(tables, plan, self.each_replicas(x));
+                self.network(x)
+            }
+            _ => self.network(x),
+        }
+    }
+
+    /// Inputs `[n, in]` shared by every replica, or `[K * n, in]` or `[K, n, in]`, as
+    /// `[K, n, in]`.
+    fn each_replicas<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, 3> {
+        let dims = x.dims();
+        let width = dims[D - 1];
+        match D {
+            2 => per_replica_rows(x.reshape([dims[0], width]), self.replicas, dims[0], true),
+            _ => x.reshape([self.replicas as i32, -1, width as i32]),
+        }
+    }
+
+    /// The layers on the first layer's inputs (`[n, in]` shared, or `[K, n, in]`).
+    fn network<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, 3> {
         let (first, rest) = self.layers.split_first().expect("a model has layers");
         if rest.is_empty() {
             return first.forward(x, ops::Activation::Identity);
@@ -298,9 +341,26 @@ fn leaf<B: Backend, const D: usize>(id: ParamId, t: Tensor<B, D>) -> Param<Tenso
     Param::initialized(id, t.detach().require_grad())
 }
 
+/// The embedded columns' tables, stacked: each replica's as its single run draws them.
+fn mlp_tables<B: EmberBackend>(singles: &[Mlp<B>]) -> Option<Vec<Param<Tensor<B, 3>>>> {
+    let (_, first) = singles[0].embedded()?;
+    let stacked = (0..first.len())
+        .map(|t| {
+            let tables = (singles.iter())
+                .map(|m| {
+                    m.embedded().expect("replicas share one shape").1[t]
+                        .weight
+                        .val()
+                })
+                .collect();
+            leaf(first[t].weight.id, Tensor::stack(tables, 0))
+        })
+        .collect();
+    Some(stacked)
+}
+
 /// The MLPs' layers, stacked: each replica's weights as its single run draws them.
-fn mlp_layers<B: EmberBackend>(configs: &[JobConfig], device: &B::Device) -> Vec<ReplicaLinear<B>> {
-    let singles: Vec<Mlp<B>> = configs.iter().map(|c| single(c, device)).collect();
+fn mlp_layers<B: EmberBackend>(singles: &[Mlp<B>]) -> Vec<ReplicaLinear<B>> {
     let first = &singles[0];
     (0..first.layers().len())
         .map(|i| {
