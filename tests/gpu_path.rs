@@ -361,7 +361,8 @@ fn killed_run_resumes(gpu: &Gpu, name: &str, job: &str) {
         assert_eq!(servers, 1, "{}", stderr(&resumed));
     }
 
-    // Export: the GPU run's safetensors, evaluated on the CPU.
+    // Export: the resumed GPU run's safetensors (with a CNN's restored batch-norm statistics),
+    // evaluated on the CPU.
     let accuracy = |o: &Output| -> f64 {
         ok(o);
         let out = stdout(o);
@@ -370,15 +371,15 @@ fn killed_run_resumes(gpu: &Gpu, name: &str, job: &str) {
     };
     let on_gpu = accuracy(&ember(&[
         "eval",
-        path_str(&reference),
+        path_str(&killed),
         "--device",
         &gpu.device,
     ]));
     let on_cpu = accuracy(&ember(&[
         "eval",
-        path_str(&reference.join("model.safetensors")),
+        path_str(&killed.join("model.safetensors")),
         "--config",
-        path_str(&reference.join("config.toml")),
+        path_str(&killed.join("config.toml")),
         "--device",
         "cpu",
     ]));

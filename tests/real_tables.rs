@@ -33,6 +33,16 @@ fn train(cfg: &Path, run: &Path) -> std::process::Output {
     common::train_on_cpu(cfg, run, &[])
 }
 
+/// The values of a run's first embedding table, from its model.safetensors.
+fn table(run: &Path) -> Vec<f32> {
+    let bytes = std::fs::read(run.join("model.safetensors")).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let data = file.tensor("embeddings.0.weight").unwrap().data().to_vec();
+    data.chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
 fn train_with(cfg: &Path, run: &Path, extra: &[&str]) -> std::process::Output {
     common::train_on_cpu(cfg, run, extra)
 }
@@ -579,14 +589,26 @@ fn a_category_of_many_levels_is_embedded_and_decides_the_class() {
             &single,
             &["--set", seed, "--set", "data.split_seed=42"],
         ));
-        let trial = common::losses(&swept.join(format!("trial-{i:03}")));
+        let trial = swept.join(format!("trial-{i:03}"));
         let close = |x: f64, y: f64| (x - y).abs() <= 1e-5 * y.abs().max(1.0);
-        for (a, b) in trial.iter().zip(&common::losses(&single)) {
+        for (a, b) in common::losses(&trial).iter().zip(&common::losses(&single)) {
             assert!(
                 close(a.0, b.0) && close(a.1, b.1),
                 "trial {i}: {a:?} vs {b:?}"
             );
         }
+        // The trial's saved table is its replica's, trained as the single run trained its own.
+        let (ours, theirs) = (table(&trial), table(&single));
+        assert_eq!(ours.len(), theirs.len());
+        let worst = ours
+            .iter()
+            .zip(&theirs)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(
+            worst < 1e-3,
+            "trial {i}: its table differs from the single run's by {worst}"
+        );
     }
 
     // The one-hot encoding of the same column, for contrast: its 64 shops are not enough.

@@ -110,6 +110,8 @@ impl<B: EmberBackend> Mlp<B> {
 
     /// The same model with other tables for its embedded columns (the parameter ids kept).
     pub(crate) fn with_tables(mut self, tables: Vec<Tensor<B, 2>>) -> Self {
+        let own = self.embeddings.as_ref().map_or(0, Vec::len);
+        assert_eq!(own, tables.len(), "one table per embedded column");
         for (e, t) in self.embeddings.iter_mut().flatten().zip(tables) {
             e.weight = burn::module::Param::initialized(e.weight.id, t);
         }

@@ -194,12 +194,16 @@ impl<B: EmberBackend> ReplicaMlp<B> {
         if let Some(s) = &self.scalar {
             return s.forward(x);
         }
-        match (&self.plan, &self.tables) {
-            (Some(plan), Some(tables)) => {
+        match &self.plan {
+            Some(plan) => {
+                let tables = self
+                    .tables
+                    .as_deref()
+                    .expect("a plan comes with its tables");
                 let x = embed::lookup_replicas(tables, plan, self.each_replicas(x));
                 self.network(x)
             }
-            _ => self.network(x),
+            None => self.network(x),
         }
     }
 
