@@ -35,14 +35,7 @@ fn resume_after_sigkill_or_ctrl_c_ends_with_the_same_weights() {
     let (limit, settle) = (Duration::from_secs(120), Duration::from_millis(150));
     kill_mid_epoch(child, &killed, 2, limit, settle);
     assert!(!killed.join("model.safetensors").exists());
-    let o = ember(&[
-        "train",
-        "--resume",
-        path_str(&killed),
-        "-q",
-        "--device",
-        "cpu",
-    ]);
+    let o = resume_on_cpu(&killed);
     ok(&o);
     let resumed = std::fs::read(killed.join("model.safetensors")).unwrap();
     assert!(
@@ -73,14 +66,7 @@ fn resume_after_sigkill_or_ctrl_c_ends_with_the_same_weights() {
             .join(format!("checkpoint/epoch-{done}.json"))
             .is_file()
     );
-    let o = ember(&[
-        "train",
-        "--resume",
-        path_str(&stopped),
-        "-q",
-        "--device",
-        "cpu",
-    ]);
+    let o = resume_on_cpu(&stopped);
     ok(&o);
     assert!(std::fs::read(stopped.join("model.safetensors")).unwrap() == expected);
 }

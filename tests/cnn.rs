@@ -158,14 +158,7 @@ fn a_cnn_with_batch_norm_resumes_bit_for_bit_after_sigkill() {
     let settle =
         Duration::from_secs_f64(metric(&reference, "seconds", |r| r[..2] == ["2", "train"]) / 2.0);
     kill_mid_epoch(child, &killed, 1, Duration::from_secs(180), settle);
-    ok(&ember(&[
-        "train",
-        "--resume",
-        path_str(&killed),
-        "-q",
-        "--device",
-        "cpu",
-    ]));
+    ok(&resume_on_cpu(&killed));
     // model.mpk holds the running statistics beside the weights.
     assert!(std::fs::read(killed.join("model.mpk")).unwrap() == expected);
     assert_eq!(losses(&killed), losses(&reference));

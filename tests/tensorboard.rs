@@ -98,14 +98,7 @@ fn a_killed_and_resumed_run_holds_every_epoch_once() {
     ));
     let (limit, settle) = (Duration::from_secs(120), Duration::from_millis(150));
     kill_mid_epoch(child, &run, 2, limit, settle);
-    ok(&ember(&[
-        "train",
-        "--resume",
-        path_str(&run),
-        "-q",
-        "--device",
-        "cpu",
-    ]));
+    ok(&resume_on_cpu(&run));
     assert_eq!(events::files(&run).len(), 2, "one file per session");
     let want = expected(&run);
     assert_eq!(want["loss/valid"].len(), 5);

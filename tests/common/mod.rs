@@ -60,6 +60,11 @@ pub fn train_on_cpu(cfg: &Path, out: &Path, extra: &[&str]) -> Output {
     ember(&args)
 }
 
+/// `ember train --resume RUN` on the CPU, quietly: a killed or stopped run finishing.
+pub fn resume_on_cpu(run: &Path) -> Output {
+    ember(&["train", "--resume", path_str(run), "-q", "--device", "cpu"])
+}
+
 /// Starts ember with `args` in the project root, in the background, its output piped.
 pub fn spawn(args: &[&str]) -> Child {
     Command::new(bin())

@@ -73,12 +73,8 @@ pub fn infer(csv: &TextCsv, label: usize, missing: &Missing) -> Vec<Inferred> {
 /// (one-hot would keep only the commonest): those levels' count, and the embedding's width
 /// when the file's `rows` are enough to learn vectors from ([`embed_width`]).
 fn many_levels(cells: &[&str], rows: usize) -> Option<(usize, Option<usize>)> {
-    let mut counts: rustc_hash::FxHashMap<&str, usize> = Default::default();
-    for c in cells {
-        *counts.entry(c).or_default() += 1;
-    }
-    let levels = counts.values().filter(|n| **n >= MIN_LEVEL_ROWS).count();
-    let levels = levels.min(MAX_EMBEDDED_LEVELS);
+    // The levels an embedded column's fit would keep (`columns::levels`, as training counts them).
+    let levels = super::levels(cells.iter().copied(), MAX_EMBEDDED_LEVELS).len();
     (levels > MAX_LEVELS).then(|| (levels, embed_width(levels + 2, rows)))
 }
 
