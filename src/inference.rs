@@ -479,16 +479,21 @@ pub fn eval_command<D: Backends>(
             max_tensor_bytes: crate::device::max_tensor_bytes(device),
         },
     )?;
-    // A target trained standardised: the loss (its mean squared error) in the target's units.
+    // A target trained standardised: the loss (its mean squared error) and MAE in the
+    // target's units.
     let std = source.config.target_std().unwrap_or(1.0);
     let stats = StepStats {
         loss: stats.loss * std * std,
+        mae: stats.mae.map(|m| m * std),
         ..stats
     };
     let acc = stats
         .accuracy
         .map(|a| format!(", accuracy {:.2} %", 100.0 * a))
         .unwrap_or_default();
+    let mae = stats.mae.map(|m| format!(", mae {m:.6}"));
+    let r2 = stats.r2.map(|r| format!(", r2 {r:.4}"));
+    let acc = acc + &mae.unwrap_or_default() + &r2.unwrap_or_default();
     // What was evaluated: the run's split, or the file given with --data.
     let what = match data {
         Some(path) => path.display().to_string(),
@@ -501,6 +506,8 @@ pub fn eval_command<D: Backends>(
             "rows": n,
             "loss": stats.loss,
             "accuracy": stats.accuracy,
+            "mae": stats.mae,
+            "r2": stats.r2,
             "model": source.weights.describe(),
             "device": device.to_string(),
         });

@@ -350,19 +350,18 @@ fn a_target_in_dollars_trains_standardised_and_reports_in_dollars() {
     let eval = ember(&["eval", path_str(&run), "--device", "cpu"]);
     ok(&eval);
     let line = stdout(&eval);
-    let loss: f64 = line
-        .split("loss ")
-        .nth(1)
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(
-        (loss / mse - 1.0).abs() < 1e-3,
-        "eval loss {loss}, last valid loss {mse}"
-    );
+    // `loss L, mae M, r2 R`: the figures of the last validation pass, in dollars.
+    let figure = |name: &str| -> f64 {
+        let after = line.split(&format!(" {name} ")).nth(1).unwrap();
+        after.split([' ', ',']).next().unwrap().parse().unwrap()
+    };
+    for (name, last) in [("loss", mse), ("mae", mae), ("r2", r2)] {
+        let got = figure(name);
+        assert!(
+            (got / last - 1.0).abs() < 1e-3,
+            "eval {name} {got}, last valid {name} {last}: {line}"
+        );
+    }
 
     let homes = config(&dir, "new.csv", "size,city\n100,Oslo\n100,Rome\n");
     let out = ember(&[

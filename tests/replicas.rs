@@ -150,7 +150,10 @@ fn linear_scalar_replicas_equal_single_runs() {
         let o = ember(&["eval", path_str(run), "--device", "cpu"]);
         ok(&o);
         let text = stdout(&o);
-        let loss = text.split("loss ").nth(1).and_then(|t| t.split(' ').next());
+        let loss = text
+            .split("loss ")
+            .nth(1)
+            .and_then(|t| t.split([' ', ',']).next());
         let loss = loss.and_then(|l| l.parse::<f64>().ok());
         loss.unwrap_or_else(|| panic!("no loss in {text}"))
     };
