@@ -3,10 +3,12 @@
 //! once and cuts batches there.
 
 pub mod columns;
+mod csv_scan;
 pub mod fashion;
 pub mod idx;
 pub mod images;
 pub mod loader;
+pub mod number;
 pub mod synthetic;
 pub mod table;
 pub mod tables;

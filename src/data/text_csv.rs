@@ -3,6 +3,7 @@
 //! A table of millions of rows costs its text plus 4 bytes a cell, read in one pass (two readers
 //! side by side, each on half of a large file); a record is never held as text of its own.
 
+use super::csv_scan::{NOT_UTF8, Next, Scanner};
 use crate::error::{EmberError, Result};
 use std::path::{Path, PathBuf};
 
@@ -72,7 +73,7 @@ const DELIMITERS: [u8; 4] = [b',', b';', b'\t', b'|'];
 
 /// The delimiter of a file whose first line is `header`: the one of [`DELIMITERS`] it holds
 /// most often outside quotes (`;` in much of Europe, tab in `.tsv` files), else the comma.
-pub(super) fn delimiter_of(header: &[u8]) -> u8 {
+pub(crate) fn delimiter_of(header: &[u8]) -> u8 {
     let mut counts = [0usize; DELIMITERS.len()];
     let mut quoted = false;
     for &b in header {
@@ -101,11 +102,6 @@ fn first_line(path: &Path) -> Result<Vec<u8>> {
     Ok(head)
 }
 
-/// A field as trimmed UTF-8 text (trimmed as the csv crate's `Trim::All` does for strings).
-fn text_of(field: &[u8]) -> Option<&str> {
-    std::str::from_utf8(field).ok().map(str::trim)
-}
-
 /// Records read before the columns' final sizes are estimated and reserved.
 const SAMPLE_RECORDS: usize = 1024;
 
@@ -127,8 +123,8 @@ pub fn read_text(path: &Path) -> Result<TextCsv> {
 pub(crate) fn read_text_at(path: &Path, half: Option<u64>) -> Result<TextCsv> {
     let fail = |what: String| EmberError::file(path, what);
     let delimiter = delimiter_of(&first_line(path)?);
-    let mut head = Reader::open(path, delimiter, 0, true)?;
-    let header = header_of(&mut head.csv).map_err(fail)?;
+    let mut head = Reader::open(path, delimiter, 0)?;
+    let header = head.header().map_err(fail)?;
     let boundary = match half {
         Some(byte) => line_start_after(path, byte)?,
         None => None,
@@ -146,11 +142,7 @@ pub(crate) fn read_text_at(path: &Path, half: Option<u64>) -> Result<TextCsv> {
         },
         || -> Result<Records> {
             let mut records = Records::new(header.len());
-            Reader::open(path, delimiter, boundary, false)?.read_until(
-                u64::MAX,
-                &mut records,
-                path,
-            )?;
+            Reader::open(path, delimiter, boundary)?.read_until(u64::MAX, &mut records, path)?;
             Ok(records)
         },
     );
@@ -158,27 +150,24 @@ pub(crate) fn read_text_at(path: &Path, half: Option<u64>) -> Result<TextCsv> {
     match (next, second) {
         // The file ended before the second half's first record.
         (None, _) => {}
-        (Some(at), Ok(second)) if at == boundary && head.line_ends.offset <= boundary => {
-            let fail = |e: std::io::Error| EmberError::file(path, io(&e));
-            let line_at_cut = head.line_ends.line_at_exactly(boundary).map_err(fail)?;
-            records.append(second, line_at_cut - 1);
+        (Some(at), Ok(second)) if at == boundary => {
+            // The held record starts the cut's line.
+            records.append(second, head.scanner.line() - 1);
         }
         // The second reader began inside a record, or met an error (whose line it cannot
         // number): this reader reads the rest itself.
         (Some(at), second) => {
             drop(second);
             reserve(&mut records, head.bytes as f64 / at.max(1) as f64);
-            head.take_record(&mut records, path)?;
             head.read_until(u64::MAX, &mut records, path)?;
         }
     }
     Ok(records.into_csv(path, header))
 }
 
-/// Where a second reader may start: the byte after the first `\n` at or after `byte`, or that
-/// `\n` itself when it ends a CRLF (the csv reader ends a record at the `\r` and counts the `\n`
-/// as the next record's first byte). `None` when the file has no line end there, or when a
-/// byte-order mark follows it (a reader strips one at its start, where one reader would not).
+/// Where a second reader may start: the byte after the first `\n` at or after `byte`. `None`
+/// when the file has no line end there, or when a byte-order mark follows it (a reader skips
+/// one at the file's start only, but the second reader's start must read as one reader would).
 fn line_start_after(path: &Path, byte: u64) -> Result<Option<u64>> {
     use std::io::{BufRead, Read, Seek};
     let fail = |e: std::io::Error| EmberError::file(path, io(&e));
@@ -191,7 +180,6 @@ fn line_start_after(path: &Path, byte: u64) -> Result<Option<u64>> {
     reader.take(3).read_to_end(&mut next).map_err(fail)?;
     Ok(match line.as_slice() {
         _ if next == [0xEF, 0xBB, 0xBF] => None,
-        [.., b'\r', b'\n'] => Some(byte + n - 1),
         [.., b'\n'] => Some(byte + n),
         _ => None,
     })
@@ -226,6 +214,31 @@ impl Records {
             .extend(later.lines.iter().map(|l| l + lines_before));
     }
 
+    /// Appends a record's cells, trimmed of white space; it must have one per column.
+    fn push<'a>(
+        &mut self,
+        line: u64,
+        cells: impl Iterator<Item = &'a str>,
+    ) -> std::result::Result<(), String> {
+        let mut count = 0;
+        for cell in cells {
+            if let Some(column) = self.columns.get_mut(count)
+                && !column.push(cell.trim())
+            {
+                return Err(format!("line {line}: {OVER_4_GIB}"));
+            }
+            count += 1;
+        }
+        if count != self.columns.len() {
+            return Err(format!(
+                "line {line}: {count} fields, but the header has {}",
+                self.columns.len()
+            ));
+        }
+        self.lines.push(line);
+        Ok(())
+    }
+
     fn into_csv(self, path: &Path, header: Vec<String>) -> TextCsv {
         TextCsv {
             path: path.to_path_buf(),
@@ -238,89 +251,72 @@ impl Records {
 
 const OVER_4_GIB: &str = "a column holds over 4 GiB of text; ember reads tables up to that";
 
-/// A csv reader over a file from one byte on, with the line ends counted beside it.
+/// A reader of a file from one byte on, into columns of text.
 struct Reader {
-    csv: csv::Reader<std::fs::File>,
-    line_ends: LineCounter,
-    /// Where this reader began in the file; the csv reader's positions count from there.
+    scanner: Scanner,
+    /// Where the reader began, and the file's bytes from there on: for the estimate of what
+    /// the columns will hold.
     start: u64,
-    /// The file's bytes from `start` on, for the estimate of what the columns will hold.
     bytes: u64,
-    record: csv::StringRecord,
 }
 
 impl Reader {
-    /// A reader from byte `start`, whose first line is a header when `header`.
-    fn open(path: &Path, delimiter: u8, start: u64, header: bool) -> Result<Reader> {
-        use std::io::Seek;
+    /// A reader from byte `start`, which numbers its line 1.
+    fn open(path: &Path, delimiter: u8, start: u64) -> Result<Reader> {
         let fail = |e: std::io::Error| EmberError::file(path, io(&e));
-        let mut file = std::fs::File::open(path).map_err(fail)?;
-        file.seek(std::io::SeekFrom::Start(start)).map_err(fail)?;
+        let file = std::fs::File::open(path).map_err(fail)?;
         let bytes = file.metadata().map_err(fail)?.len().saturating_sub(start);
-        let csv = csv::ReaderBuilder::new()
-            .delimiter(delimiter)
-            .flexible(true)
-            .has_headers(header)
-            .from_reader(file);
         Ok(Reader {
-            csv,
-            line_ends: LineCounter::open(path, start)?,
+            scanner: Scanner::new(file, start, delimiter).map_err(fail)?,
             start,
             bytes,
-            record: csv::StringRecord::new(),
         })
     }
 
-    /// Reads records into `records` until the end of the file, or until a record starts at or
-    /// after byte `stop`: then that record is held, not taken, and its byte is returned.
-    fn read_until(&mut self, stop: u64, records: &mut Records, path: &Path) -> Result<Option<u64>> {
-        loop {
-            match self.csv.read_record(&mut self.record) {
-                Ok(true) => {}
-                Ok(false) => return Ok(None),
-                Err(e) => return Err(EmberError::file(path, read_error(&e, self))),
-            }
-            let at = self.start + self.record.position().map_or(0, |p| p.byte());
-            if at >= stop {
-                return Ok(Some(at));
-            }
-            self.take_record(records, path)?;
-            if records.lines.len() == SAMPLE_RECORDS {
-                // What this reader will read: up to `stop`, or to the end of the file.
-                let span = stop.min(self.start + self.bytes) - self.start;
-                let read = (at - self.start).max(1);
-                reserve(records, span as f64 / read as f64);
-            }
+    /// The header row's names (the first record, trimmed); an empty header, or one naming a
+    /// column twice, is an error.
+    fn header(&mut self) -> std::result::Result<Vec<String>, String> {
+        let header: Vec<String> = match self.scanner.next(u64::MAX, true).map_err(|e| io(&e))? {
+            Next::Record { cells, .. } => cells.map(|c| c.trim().to_string()).collect(),
+            Next::NotUtf8(line) => return Err(format!("line {line}: {NOT_UTF8}")),
+            Next::End | Next::Held(_) => Vec::new(),
+        };
+        if header.iter().all(String::is_empty) {
+            return Err("empty file: expected a header row".into());
         }
+        if let Some(twice) = header
+            .iter()
+            .enumerate()
+            .find(|(i, h)| header[..*i].contains(h))
+        {
+            return Err(format!(
+                "the header names column \"{}\" twice; rename one",
+                twice.1
+            ));
+        }
+        Ok(header)
     }
 
-    /// Adds the record just read to `records`, unless it is a blank line.
-    fn take_record(&mut self, records: &mut Records, path: &Path) -> Result<()> {
+    /// Reads records into `records` until the end of the file, or until a record starts at or
+    /// after byte `stop`: then that record is left unread, and its byte is returned.
+    fn read_until(&mut self, stop: u64, records: &mut Records, path: &Path) -> Result<Option<u64>> {
         let fail = |what: String| EmberError::file(path, what);
-        let record = &self.record;
-        let line = match record.position() {
-            Some(p) => (self.line_ends)
-                .line_at(self.start + p.byte())
-                .map_err(|e| fail(io(&e)))?,
-            None => 0,
-        };
-        if record.len() == 1 && record[0].trim().is_empty() {
-            return Ok(()); // a blank line
-        }
-        if record.len() != records.columns.len() {
-            return Err(fail(format!(
-                "line {line}: {} fields, but the header has {}",
-                record.len(),
-                records.columns.len()
-            )));
-        }
-        for (column, cell) in records.columns.iter_mut().zip(record.iter()) {
-            if !column.push(cell.trim()) {
-                return Err(fail(format!("line {line}: {OVER_4_GIB}")));
+        let start = self.start;
+        loop {
+            let (line, cells) = match self.scanner.next(stop, false).map_err(|e| fail(io(&e)))? {
+                Next::End => return Ok(None),
+                Next::Held(at) => return Ok(Some(at)),
+                Next::NotUtf8(line) => return Err(fail(format!("line {line}: {NOT_UTF8}"))),
+                Next::Record { line, cells } => (line, cells),
+            };
+            records.push(line, cells).map_err(fail)?;
+            if records.lines.len() == SAMPLE_RECORDS {
+                // What this reader will read: up to `stop`, or to the end of the file.
+                let end = stop.min(start + self.bytes);
+                let read = (self.scanner.at() - start).max(1);
+                reserve(records, (end - start) as f64 / read as f64);
             }
         }
-        records.lines.push(line);
-        Ok(())
     }
 }
 
@@ -333,100 +329,6 @@ fn reserve(records: &mut Records, scale: f64) {
         column.ends.reserve(more(column.ends.len()));
     }
     records.lines.reserve(more(records.lines.len()));
-}
-
-/// A reading error as one line; a UTF-8 error names the line ember counted.
-fn read_error(e: &csv::Error, reader: &mut Reader) -> String {
-    if let csv::ErrorKind::Utf8 { pos: Some(p), .. } = e.kind()
-        && let Ok(line) = reader.line_ends.line_at(reader.start + p.byte())
-    {
-        return format!("line {line}: not valid UTF-8 text");
-    }
-    csv_reason(e)
-}
-
-/// The header row's names; an empty header, or one naming a column twice, is an error.
-fn header_of(reader: &mut csv::Reader<std::fs::File>) -> std::result::Result<Vec<String>, String> {
-    let raw = reader.byte_headers().map_err(|e| csv_reason(&e))?;
-    let header: Vec<String> = raw
-        .iter()
-        .map(|f| text_of(f).map(str::to_string))
-        .collect::<Option<_>>()
-        .ok_or("line 1: not valid UTF-8 text")?;
-    if header.iter().all(String::is_empty) {
-        return Err("empty file: expected a header row".into());
-    }
-    if let Some(twice) = header
-        .iter()
-        .enumerate()
-        .find(|(i, h)| header[..*i].contains(h))
-    {
-        return Err(format!(
-            "the header names column \"{}\" twice; rename one",
-            twice.1
-        ));
-    }
-    Ok(header)
-}
-
-/// The line numbers of records, from their byte offsets. The csv crate's own
-/// (`Position::line`) are one short in a file with CRLF line ends and for a record after a
-/// blank line (rust-csv issues 395 and 208), so ember counts the line ends itself, in a second
-/// sequential read of the file.
-struct LineCounter {
-    reader: std::io::BufReader<std::fs::File>,
-    offset: u64,
-    line: u64,
-}
-
-impl LineCounter {
-    /// A counter from byte `start` of the file, whose line there is line 1.
-    fn open(path: &Path, start: u64) -> Result<LineCounter> {
-        use std::io::Seek;
-        let fail = |e: std::io::Error| EmberError::file(path, io(&e));
-        let mut file = std::fs::File::open(path).map_err(fail)?;
-        file.seek(std::io::SeekFrom::Start(start)).map_err(fail)?;
-        Ok(LineCounter {
-            reader: std::io::BufReader::with_capacity(1 << 16, file),
-            offset: start,
-            line: 1,
-        })
-    }
-
-    /// The line of byte `byte` (offsets only grow), counting the line ends before it.
-    fn line_at_exactly(&mut self, byte: u64) -> std::io::Result<u64> {
-        self.advance(|buf, offset| {
-            usize::try_from(byte.saturating_sub(offset))
-                .map_or(buf.len(), |left| left.min(buf.len()))
-        })
-    }
-
-    /// The line of the record the csv reader places at `byte` (offsets only grow): past the
-    /// line ends before it, and past the ends of blank lines that the reader skipped there.
-    fn line_at(&mut self, byte: u64) -> std::io::Result<u64> {
-        self.line_at_exactly(byte)?;
-        self.advance(|buf, _| {
-            buf.iter()
-                .take_while(|b| matches!(b, b'\r' | b'\n'))
-                .count()
-        })
-    }
-
-    /// Consumes bytes while `take` (given the buffered bytes and their offset) says how many,
-    /// counting line ends; the line reached.
-    fn advance(&mut self, take: impl Fn(&[u8], u64) -> usize) -> std::io::Result<u64> {
-        use std::io::BufRead;
-        loop {
-            let buf = self.reader.fill_buf()?;
-            let n = take(buf, self.offset);
-            if n == 0 {
-                return Ok(self.line);
-            }
-            self.line += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
-            self.reader.consume(n);
-            self.offset += n as u64;
-        }
-    }
 }
 
 impl TextCsv {
@@ -518,17 +420,6 @@ impl TextCsv {
     pub fn texts(&self, c: usize) -> impl Iterator<Item = (&str, u64)> {
         let column = &self.columns[c];
         (self.lines.iter().enumerate()).map(move |(r, line)| (column.cell(r), *line))
-    }
-}
-
-fn csv_reason(e: &csv::Error) -> String {
-    match e.kind() {
-        csv::ErrorKind::Io(io) => crate::fs::describe_io(io),
-        csv::ErrorKind::Utf8 { pos, .. } => format!(
-            "line {}: not valid UTF-8 text",
-            pos.as_ref().map_or(0, |p| p.line())
-        ),
-        _ => e.to_string(),
     }
 }
 

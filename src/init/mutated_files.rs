@@ -140,3 +140,75 @@ fn two_readers_read_mutated_files_as_one_does() {
         }
     }
 }
+
+/// What the csv crate reads from `path`, with ember's rules (records trimmed, blank lines
+/// skipped, each numbered with its line, one field per column) and its messages: the reader
+/// ember had before its own scan (`data::csv_scan`), which must read every file as this does.
+fn csv_crate_reading(path: &std::path::Path) -> Reading {
+    let text = std::fs::read(path).unwrap();
+    let fail = |what: String| crate::error::EmberError::file(path, what).to_string();
+    let head = &text[..text.len().min(64 * 1024)];
+    let first = head.split(|b| *b == b'\n').next().unwrap_or(&[]);
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(crate::data::text_csv::delimiter_of(first))
+        .flexible(true)
+        .from_reader(text.as_slice());
+    // A record's line: the line ends before it, and those of blank lines skipped there.
+    let line_of = |byte: usize| {
+        let blank = text[byte..]
+            .iter()
+            .take_while(|b| matches!(b, b'\r' | b'\n'));
+        let ends = text[..byte].iter().chain(blank).filter(|b| **b == b'\n');
+        1 + ends.count() as u64
+    };
+    let utf8 = |line: u64| fail(format!("line {line}: not valid UTF-8 text"));
+    let raw = reader.byte_headers().unwrap().clone();
+    let header: Vec<String> = (raw.iter())
+        .map(|f| std::str::from_utf8(f).map(|t| t.trim().to_string()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| utf8(line_of(raw.position().map_or(0, |p| p.byte() as usize))))?;
+    if header.iter().all(String::is_empty) {
+        return Err(fail("empty file: expected a header row".into()));
+    }
+    if let Some((_, twice)) = (header.iter().enumerate()).find(|(i, h)| header[..*i].contains(h)) {
+        return Err(fail(format!(
+            "the header names column \"{twice}\" twice; rename one"
+        )));
+    }
+    let mut records = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| match e.kind() {
+            csv::ErrorKind::Utf8 { pos: Some(p), .. } => utf8(line_of(p.byte() as usize)),
+            _ => e.to_string(),
+        })?;
+        let line = line_of(record.position().unwrap().byte() as usize);
+        if record.len() == 1 && record[0].trim().is_empty() {
+            continue;
+        }
+        if record.len() != header.len() {
+            let n = record.len();
+            return Err(fail(format!(
+                "line {line}: {n} fields, but the header has {}",
+                header.len()
+            )));
+        }
+        records.push((line, record.iter().map(|c| c.trim().to_string()).collect()));
+    }
+    Ok((header, records))
+}
+
+#[test]
+fn the_reader_reads_mutated_files_as_the_csv_crate_does() {
+    use crate::data::text_csv::read_text_at;
+    for (case, text) in mutated_files() {
+        let path = crate::data::test_file("mutated-csv", "t.csv", &text);
+        let ours = reading(read_text_at(&path, None));
+        let theirs = csv_crate_reading(&path);
+        assert_eq!(
+            ours,
+            theirs,
+            "case {case}:\n{}",
+            String::from_utf8_lossy(&text)
+        );
+    }
+}

@@ -86,7 +86,7 @@ fn kind_of(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
     }
     if let Some(numbers) = cells
         .iter()
-        .map(|c| c.parse::<f64>().ok().filter(|v| v.is_finite()))
+        .map(|c| crate::data::number::finite(c))
         .collect::<Option<Vec<f64>>>()
     {
         return numeric_kind(name, cells, &numbers);

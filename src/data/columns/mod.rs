@@ -421,7 +421,7 @@ fn levels<'a>(cells: impl Iterator<Item = &'a str>, most: usize) -> Vec<String> 
 fn scalar(csv: &TextCsv, name: &str, kind: ColumnKind, cell: &str, line: u64) -> Result<f64> {
     let value = match kind {
         ColumnKind::Date => dates::parse(cell).map(|d| d as f64),
-        _ => cell.parse::<f64>().ok().filter(|v| v.is_finite()),
+        _ => crate::data::number::finite(cell),
     };
     value.ok_or_else(|| {
         let hint = match kind {
