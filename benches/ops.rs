@@ -314,6 +314,7 @@ fn cnn_step_parts(reps: usize) {
 fn main() {
     // As the ember binary does: freed memory is kept, so a timing does not fault its pages in.
     ember::allocator::keep_freed_memory();
+    ember::allocator::small_pages();
     println!("threads: {}", rayon::current_num_threads());
     // `cargo bench --bench ops -- cnn`: the CNN's parts only.
     if std::env::args().any(|a| a == "cnn") {

@@ -267,6 +267,7 @@ fn main() {
     // SAFETY: the first thing the process does, while it has one thread.
     unsafe { ember::device::adapters::quiet_wayland_probe() };
     ember::allocator::keep_freed_memory();
+    ember::allocator::small_pages();
     ember::logging::init_from_env();
     let cli = Cli::parse();
     let verbosity = if cli.quiet {
