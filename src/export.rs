@@ -40,10 +40,14 @@ pub fn save_burn<B: Backend, M: Module<B>>(model: &M, path: &Path) -> Result<()>
 
 /// Loads Burn's record from `path` into `model`.
 pub fn load_burn<B: Backend, M: Module<B>>(model: M, path: &Path, device: &B::Device) -> Result<M> {
+    Ok(model.load_record(burn_record::<B, M>(path, device)?))
+}
+
+/// The record of a model file in Burn's format (`model.mpk`), not yet loaded into a model.
+pub fn burn_record<B: Backend, M: Module<B>>(path: &Path, device: &B::Device) -> Result<M::Record> {
     let bytes = crate::fs::read_file(path)?;
-    let record = Recorder::<B>::load(&Bytes::default(), bytes, device)
-        .map_err(|e| EmberError::file(path, format!("not a Burn record of this model ({e})")))?;
-    Ok(model.load_record(record))
+    Recorder::<B>::load(&Bytes::default(), bytes, device)
+        .map_err(|e| EmberError::file(path, format!("not a Burn record of this model ({e})")))
 }
 
 /// The safetensors bytes of `model` in `layout`, with the job recorded in the metadata.

@@ -144,7 +144,10 @@ pub fn load_model<B: EmberBackend, M: EmberModel<B>>(
 ) -> Result<M> {
     let model = M::init(&source.config, device);
     let (model, path) = match &source.weights {
-        Weights::Burn(path) => (export::load_burn(model, path, device)?, path),
+        Weights::Burn(path) => {
+            let record = export::burn_record::<B, M>(path, device)?;
+            (load_fitting(model, record, path)?, path)
+        }
         Weights::Checkpoint(dir, manifest) => {
             let record = checkpoint::load_part::<M::Record, B>(
                 dir,
@@ -152,7 +155,7 @@ pub fn load_model<B: EmberBackend, M: EmberModel<B>>(
                 checkpoint::Part::Model,
                 device,
             )?;
-            (model.load_record(record), dir)
+            (load_fitting(model, record, dir)?, dir)
         }
         Weights::Safetensors(path, layout) => {
             (export::load_safetensors(model, path, *layout)?, path)
@@ -162,6 +165,17 @@ pub fn load_model<B: EmberBackend, M: EmberModel<B>>(
         .check_weights()
         .map_err(|e| EmberError::file(path, e))?;
     Ok(model)
+}
+
+/// `record` loaded into `model`, once it fits the config's model: Burn's loading would stop
+/// the process where the counts of layers differ ([`EmberModel::fits_record`]).
+fn load_fitting<B: EmberBackend, M: EmberModel<B>>(
+    model: M,
+    record: M::Record,
+    path: &std::path::Path,
+) -> Result<M> {
+    (model.fits_record(&record)).map_err(|e| EmberError::file(path, e))?;
+    Ok(model.load_record(record))
 }
 
 /// Something to do with a loaded model, on whichever backend was chosen.

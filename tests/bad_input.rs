@@ -240,3 +240,43 @@ fn a_wgpu_row_past_the_adapter_list_is_a_one_line_error() {
         bad_input(&o, "--device wgpu:99");
     }
 }
+
+/// A run whose `config.toml` was edited after training no longer fits its model file: `eval`
+/// says so in one line, for the final model and a checkpoint, where Burn's loading would stop
+/// the process (other counts of layers) or take the file's shapes over the config's.
+#[test]
+fn a_model_that_does_not_fit_its_edited_config_is_refused() {
+    let dir = scratch("bad-unfit");
+    let rows: String = (0..40)
+        .map(|i| format!("{},{},{}\n", i % 7, i % 5, i % 2))
+        .collect();
+    let csv = config(&dir, "t.csv", &format!("a,b,label\n{rows}"));
+    let text = format!(
+        "task = \"binary\"\nepochs = 1\n[data]\ncsv = \"{}\"\nlabel = \"label\"\n\
+         [model]\nhidden = [8, 8]\n[adam]\nlr = 1e-3\n",
+        csv.display()
+    );
+    let run = dir.join("run");
+    ok(&train(&config(&dir, "job.toml", &text), &run, &[]));
+    let saved = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(saved.contains("hidden = [8, 8]"), "{saved}");
+    for (hidden, needle) in [
+        (
+            "[8]",
+            "the model file has 3 layers where the config (model.hidden, and the data's inputs \
+             and outputs) gives 2",
+        ),
+        (
+            "[8, 4]",
+            "the model file's layer 2 is [8, 8] where the config",
+        ),
+    ] {
+        let edited = saved.replace("hidden = [8, 8]", &format!("hidden = {hidden}"));
+        std::fs::write(run.join("config.toml"), edited).unwrap();
+        for extra in [&[][..], &["--epoch", "1"]] {
+            let mut args = vec!["eval", path_str(&run), "--device", "cpu"];
+            args.extend_from_slice(extra);
+            bad_input(&ember(&args), needle);
+        }
+    }
+}

@@ -321,6 +321,25 @@ impl<B: EmberBackend> EmberModel<B> for Cnn<B> {
         MlpBatch::from_host(split, device)
     }
 
+    /// The convolutions' weights and batch norms, then the head's layers.
+    fn fits_record(&self, record: &CnnRecord<B>) -> std::result::Result<(), String> {
+        // A block's shape with a fifth figure for its batch norm, so a missing one differs.
+        let shape = |w: &burn::module::Param<Tensor<B, 4>>, norm: bool| {
+            let mut dims = w.lazy_shape().to_vec();
+            dims.push(usize::from(norm));
+            dims
+        };
+        let wanted: Vec<_> = (self.blocks.iter())
+            .map(|b| shape(&b.conv.weight, b.norm.is_some()))
+            .collect();
+        let found: Vec<_> = (record.blocks.iter())
+            .map(|b| shape(&b.conv.weight, b.norm.is_some()))
+            .collect();
+        let keys = "model.conv: channels, kernel, batch_norm";
+        super::shapes_fit("convolution", keys, &wanted, &found)?;
+        self.mlp.fits_record(&record.mlp)
+    }
+
     fn network(&self) -> crate::onnx::Network {
         let host = |t: Tensor<B, 1>| -> Vec<f32> { rows_of(t.unsqueeze_dim::<2>(0)).concat() };
         let blocks = (self.blocks.iter())
@@ -450,6 +469,30 @@ mod tests {
         let x = Tensor::<Flex, 4>::random([2, 4, 3, 3], Distribution::Default, &device);
         let a = normalize(&ours.valid(), x.clone()).into_data();
         a.assert_approx_eq(&burns.valid().forward(x).into_data(), tol);
+    }
+
+    /// A record of other convolutions, or of a block without its batch norm, does not fit the
+    /// config's network; the config's own does.
+    #[test]
+    fn a_record_of_other_convolutions_does_not_fit() {
+        let device = Default::default();
+        let model = Cnn::<Flex>::init(&job(""), &device);
+        let record = |extra: &str| Cnn::<Flex>::init(&job(extra), &device).into_record();
+        assert_eq!(model.fits_record(&record("")), Ok(()));
+        for (extra, needle) in [
+            (
+                "batch_norm = true\n",
+                "the model file's convolution 1 is [2, 1, ",
+            ),
+            (
+                "[[model.conv]]\nchannels = 2\n",
+                "the model file has 2 convolutions where the config (model.conv: channels, \
+                 kernel, batch_norm) gives 1",
+            ),
+        ] {
+            let err = model.fits_record(&record(extra)).unwrap_err();
+            assert!(err.contains(needle), "{extra:?}: {err}");
+        }
     }
 
     /// A job on 8x8 images with one block, with or without `[model.augment]`.

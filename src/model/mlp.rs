@@ -388,6 +388,20 @@ impl<B: EmberBackend> EmberModel<B> for Mlp<B> {
         MlpBatch::from_host(split, device)
     }
 
+    fn fits_record(&self, record: &MlpRecord<B>) -> std::result::Result<(), String> {
+        let shape = |w: &burn::module::Param<Tensor<B, 2>>| w.lazy_shape().to_vec();
+        let layers = |l: &[Linear<B>]| l.iter().map(|l| shape(&l.weight)).collect::<Vec<_>>();
+        let found: Vec<_> = record.layers.iter().map(|l| shape(&l.weight)).collect();
+        let keys = "model.hidden, and the data's inputs and outputs";
+        super::shapes_fit("layer", keys, &layers(&self.layers), &found)?;
+        let tables = |t: &[Embedding<B>]| t.iter().map(|t| shape(&t.weight)).collect::<Vec<_>>();
+        let wanted = self.embeddings.as_deref().map_or_else(Vec::new, tables);
+        let found: Vec<_> = (record.embeddings.iter().flatten())
+            .map(|t| shape(&t.weight))
+            .collect();
+        super::shapes_fit("embedding table", "data.embed", &wanted, &found)
+    }
+
     fn check_weights(&self) -> std::result::Result<(), String> {
         match &self.head.plan {
             Some(plan) => plan.check(self.embeddings.as_deref()),

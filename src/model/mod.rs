@@ -390,6 +390,43 @@ pub trait EmberModel<B: crate::ops::EmberBackend>:
     fn check_weights(&self) -> std::result::Result<(), String> {
         Ok(())
     }
+
+    /// Whether a record read from a file fits this model (the config's) before it is loaded:
+    /// Burn's loading stops the process where the counts of layers differ, and takes other
+    /// shapes as they come. An error says what differs.
+    fn fits_record(
+        &self,
+        _record: &<Self as Module<B>>::Record,
+    ) -> std::result::Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Whether the weight shapes a file holds (`found`) are those the config gives (`wanted`), in
+/// order: an error names the first that differs, as a `what` ("layer"), and the config's
+/// `keys` that decide it.
+pub fn shapes_fit(
+    what: &str,
+    keys: &str,
+    wanted: &[Vec<usize>],
+    found: &[Vec<usize>],
+) -> std::result::Result<(), String> {
+    if wanted.len() != found.len() {
+        return Err(format!(
+            "the model file has {} {what}s where the config ({keys}) gives {}",
+            found.len(),
+            wanted.len()
+        ));
+    }
+    match wanted.iter().zip(found).position(|(w, f)| w != f) {
+        Some(i) => Err(format!(
+            "the model file's {what} {} is {:?} where the config ({keys}) gives {:?}",
+            i + 1,
+            found[i],
+            wanted[i]
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The bounds every ember model meets in training: Burn's train step over device-cut batches
