@@ -445,15 +445,39 @@ pub fn apply_stats(split: &mut HostSplit, stats: &Standardization) {
     }
 }
 
-/// `bytes` written as file `name` in the temp folder `ember-{folder}-{pid}`, for unit tests:
-/// the tests of one binary share its pid, so each module names a folder of its own.
+/// `bytes` written as file `name` in [`test_dir`]`(folder)`, for unit tests.
 #[cfg(test)]
 pub(crate) fn test_file(folder: &str, name: &str, bytes: impl AsRef<[u8]>) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-{folder}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+    let path = test_dir(folder).join(name);
     std::fs::write(&path, bytes).unwrap();
     path
+}
+
+/// A folder for unit tests' files: `folder` in the temp folder `ember-unit-{pid}` (the tests of
+/// one binary share its pid, so each names a folder of its own). The first call removes the
+/// folders of earlier test processes that have ended, which nothing else would.
+#[cfg(test)]
+pub(crate) fn test_dir(folder: &str) -> std::path::PathBuf {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    let temp = std::env::temp_dir();
+    SWEPT.call_once(|| {
+        for entry in std::fs::read_dir(&temp).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            let pid = (name.to_str().and_then(|n| n.strip_prefix("ember-unit-")))
+                .and_then(|p| p.parse::<libc::pid_t>().ok());
+            // SAFETY: signal 0 sends nothing; it asks whether the process exists.
+            let ended = pid.is_some_and(|p| unsafe { libc::kill(p, 0) } != 0
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH));
+            if ended {
+                std::fs::remove_dir_all(entry.path()).ok();
+            }
+        }
+    });
+    let dir = temp
+        .join(format!("ember-unit-{}", std::process::id()))
+        .join(folder);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 #[cfg(test)]

@@ -555,8 +555,7 @@ mod tests {
         );
         let count = |m: &Cnn<Flex>| m.blocks[0].tracked.as_ref().unwrap().value().into_scalar();
         assert_eq!(count(&model), 3.0);
-        let dir = std::env::temp_dir().join(format!("ember-count-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::data::test_dir("batch-count");
         let path = dir.join("model.safetensors");
         let layout = crate::export::Layout::Pytorch;
         crate::export::save_safetensors(&model, &path, layout, "t").unwrap();

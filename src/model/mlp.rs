@@ -610,7 +610,7 @@ mod tests {
             layers: model.layers.clone(),
             dropout: model.dropout.clone(),
         };
-        let path = std::env::temp_dir().join(format!("ember-before-{}.mpk", std::process::id()));
+        let path = crate::data::test_dir("before-embeddings").join("model.mpk");
         crate::export::save_burn(&before, &path).unwrap();
         let mut other = config("relu", 0.0);
         other.seed = 9;

@@ -288,7 +288,7 @@ mod tests {
             },
         };
         let history = vec![rec(1, 1.0), rec(2, 0.75)];
-        let path = std::env::temp_dir().join(format!("ember-hist-{}.csv", std::process::id()));
+        let path = crate::data::test_dir("history").join("metrics.csv");
         // Written epoch by epoch, as a run does: the first epoch at once, the next one within
         // a second only when flushed, and the flush keeps the first row.
         let mut written = History::new(path.clone(), Vec::new());

@@ -432,7 +432,7 @@ mod tests {
 
     #[test]
     fn seeds_grid_and_random_expand_deterministically_into_units() {
-        let dir = std::env::temp_dir().join(format!("ember-sweep-{}", std::process::id()));
+        let dir = crate::data::test_dir("sweep");
         let p = sweep(
             &dir,
             "base = \"base.toml\"\nseeds = [1, 2]\n[grid]\n\"adam.lr\" = [0.001, 0.0003]\n\"model.hidden\" = [[8], [16]]\n\
@@ -464,7 +464,7 @@ mod tests {
 
     #[test]
     fn a_bad_key_names_the_trial() {
-        let dir = std::env::temp_dir().join(format!("ember-sweep-bad-{}", std::process::id()));
+        let dir = crate::data::test_dir("sweep-bad");
         let p = sweep(&dir, "base = \"base.toml\"\n[grid]\n\"adam.lrr\" = [0.1]\n");
         let err = plan(&p, &[]).unwrap_err().to_string();
         assert!(

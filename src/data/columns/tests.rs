@@ -10,11 +10,7 @@ fn csv(name: &str, text: &str) -> TextCsv {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("ember-columns-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    read_text(&path).unwrap()
+    read_text(&crate::data::test_file(&format!("columns-{n}"), name, text)).unwrap()
 }
 
 /// The encodings [`fit_and_encode`] fits; the rows it encodes with them must be the rows
