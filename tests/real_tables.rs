@@ -716,6 +716,25 @@ fn an_embedded_table_resumes_bit_for_bit_and_seeds_another_run() {
         &o,
         "its embedding tables are [[302, 4]] (rows, width), but the config's data.encoding gives [[301, 4]]",
     );
+    // The same config without the embedding (the shop one-hot, the inputs counted anew): one
+    // line, where Burn's loading stopped the process on the other count of tables.
+    let one_hot = (resolved.replacen("[data.embed]\nshop = 4\n", "", 1))
+        .replacen("embed = 4\n", "", 1)
+        .replacen("inputs = 2\n", "inputs = 303\n", 1);
+    assert!(!one_hot.contains("embed") && one_hot.contains("inputs = 303"));
+    std::fs::write(edited.join("config.toml"), one_hot).unwrap();
+    let o = ember(&[
+        "eval",
+        path_str(&model),
+        "--data",
+        path_str(&rows),
+        "--device",
+        "cpu",
+    ]);
+    bad_input(
+        &o,
+        "model.mpk: the model file has 1 embedding table where the config (data.embed) gives 0",
+    );
 
     let (seeded, fresh) = (dir.join("seeded"), dir.join("fresh"));
     let from = reference.join("model.safetensors");

@@ -389,17 +389,22 @@ impl<B: EmberBackend> EmberModel<B> for Mlp<B> {
     }
 
     fn fits_record(&self, record: &MlpRecord<B>) -> std::result::Result<(), String> {
+        // The tables first (a table fewer changes the first layer too), their count only: their
+        // rows and widths once loaded (`check_weights`, which names data.encoding's levels).
+        let wanted = self.embeddings.as_ref().map_or(0, Vec::len);
+        let found = record.embeddings.as_ref().map_or(0, Vec::len);
+        if wanted != found {
+            let tables = if found == 1 { "table" } else { "tables" };
+            return Err(format!(
+                "the model file has {found} embedding {tables} where the config (data.embed) \
+                 gives {wanted}"
+            ));
+        }
         let shape = |w: &burn::module::Param<Tensor<B, 2>>| w.lazy_shape().to_vec();
         let layers = |l: &[Linear<B>]| l.iter().map(|l| shape(&l.weight)).collect::<Vec<_>>();
         let found: Vec<_> = record.layers.iter().map(|l| shape(&l.weight)).collect();
         let keys = "model.hidden, and the data's inputs and outputs";
-        super::shapes_fit("layer", keys, &layers(&self.layers), &found)?;
-        let tables = |t: &[Embedding<B>]| t.iter().map(|t| shape(&t.weight)).collect::<Vec<_>>();
-        let wanted = self.embeddings.as_deref().map_or_else(Vec::new, tables);
-        let found: Vec<_> = (record.embeddings.iter().flatten())
-            .map(|t| shape(&t.weight))
-            .collect();
-        super::shapes_fit("embedding table", "data.embed", &wanted, &found)
+        super::shapes_fit("layer", keys, &layers(&self.layers), &found)
     }
 
     fn check_weights(&self) -> std::result::Result<(), String> {
