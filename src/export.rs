@@ -123,7 +123,11 @@ pub fn load_safetensors<B: Backend, M: ModuleSnapshot<B> + TorchNames>(
     if layout == Layout::Pytorch {
         bytes = counts::convert(bytes, counts::Way::FromTorch).map_err(|e| unreadable(&e))?;
     }
-    let mut store = SafetensorsStore::from_bytes(Some(bytes)).allow_partial(true);
+    // Shapes that differ are reported below with the missing and unexpected names, not as the
+    // store's validation error ("not a readable safetensors file" for a file that reads).
+    let mut store = SafetensorsStore::from_bytes(Some(bytes))
+        .allow_partial(true)
+        .validate(false);
     if layout == Layout::Pytorch {
         store = store.with_from_adapter(PyTorchToBurnAdapter);
         for (burn, torch) in model.torch_names() {

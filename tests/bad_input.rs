@@ -278,5 +278,15 @@ fn a_model_that_does_not_fit_its_edited_config_is_refused() {
             args.extend_from_slice(extra);
             bad_input(&ember(&args), needle);
         }
+        // The safetensors export beside the same config: refused by the tensor's name.
+        let exported = run.join("model.safetensors");
+        let config = run.join("config.toml");
+        let args = ["eval", path_str(&exported), "--config", path_str(&config)];
+        let o = ember(&[&args[..], &["--device", "cpu"]].concat());
+        bad_input(
+            &o,
+            "model.safetensors: does not fit this model in pytorch layout: ",
+        );
+        assert!(stderr(&o).contains("Shape mismatch for"), "{}", stderr(&o));
     }
 }
