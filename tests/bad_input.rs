@@ -281,8 +281,8 @@ fn a_model_that_does_not_fit_its_edited_config_is_refused() {
         // The safetensors export beside the same config: refused by the tensor's name.
         let exported = run.join("model.safetensors");
         let config = run.join("config.toml");
-        let args = ["eval", path_str(&exported), "--config", path_str(&config)];
-        let o = ember(&[&args[..], &["--device", "cpu"]].concat());
+        let (exported, config) = (path_str(&exported), path_str(&config));
+        let o = ember(&["eval", exported, "--config", config, "--device", "cpu"]);
         bad_input(
             &o,
             "model.safetensors: does not fit this model in pytorch layout: ",

@@ -701,19 +701,17 @@ fn an_embedded_table_resumes_bit_for_bit_and_seeds_another_run() {
     let resolved = std::fs::read_to_string(reference.join("config.toml")).unwrap();
     let fewer = resolved.replacen("\"s000\", ", "", 1);
     assert_ne!(fewer, resolved);
-    std::fs::write(edited.join("config.toml"), fewer).unwrap();
     let model = edited.join("model.mpk");
     let rows = config(&dir, "rows.csv", "noise,shop,label\n0.5,s001,red\n");
-    let o = ember(&[
-        "eval",
-        path_str(&model),
-        "--data",
-        path_str(&rows),
-        "--device",
-        "cpu",
-    ]);
-    bad_input(
-        &o,
+    // The model evaluated beside `config_text`: one line containing `needle`.
+    let refused = |config_text: &str, needle: &str| {
+        std::fs::write(edited.join("config.toml"), config_text).unwrap();
+        let (model, rows) = (path_str(&model), path_str(&rows));
+        let o = ember(&["eval", model, "--data", rows, "--device", "cpu"]);
+        bad_input(&o, needle);
+    };
+    refused(
+        &fewer,
         "its embedding tables are [[302, 4]] (rows, width), but the config's data.encoding gives [[301, 4]]",
     );
     // The same config without the embedding (the shop one-hot, the inputs counted anew): one
@@ -722,17 +720,8 @@ fn an_embedded_table_resumes_bit_for_bit_and_seeds_another_run() {
         .replacen("embed = 4\n", "", 1)
         .replacen("inputs = 2\n", "inputs = 303\n", 1);
     assert!(!one_hot.contains("embed") && one_hot.contains("inputs = 303"));
-    std::fs::write(edited.join("config.toml"), one_hot).unwrap();
-    let o = ember(&[
-        "eval",
-        path_str(&model),
-        "--data",
-        path_str(&rows),
-        "--device",
-        "cpu",
-    ]);
-    bad_input(
-        &o,
+    refused(
+        &one_hot,
         "model.mpk: the model file has 1 embedding table where the config (data.embed) gives 0",
     );
 
