@@ -32,10 +32,19 @@ impl Matrix {
 
     /// The rows at `indices`, in that order.
     pub fn take(&self, indices: &[usize]) -> Matrix {
-        let mut values = Vec::with_capacity(indices.len() * self.cols);
-        for &i in indices {
-            values.extend_from_slice(self.row(i));
-        }
+        use rayon::prelude::*;
+        const BLOCK: usize = 4096;
+        let width = self.cols.max(1);
+        let mut values = vec![0.0; indices.len() * self.cols];
+        // Blocks of rows in parallel (a validation split of a large table is large too).
+        (values
+            .par_chunks_mut(BLOCK * width)
+            .zip(indices.par_chunks(BLOCK)))
+        .for_each(|(block, rows)| {
+            for (to, &from) in block.chunks_exact_mut(width).zip(rows) {
+                to.copy_from_slice(self.row(from));
+            }
+        });
         Matrix {
             rows: indices.len(),
             cols: self.cols,
@@ -339,10 +348,12 @@ pub fn split(all: HostSplit, fraction: f64, seed: u64) -> (HostSplit, HostSplit)
     let n_valid = ((n as f64) * fraction).round() as usize;
     let n_valid = n_valid.clamp(usize::from(n > 1), n.saturating_sub(1));
     let perm = crate::rng::permutation(&mut crate::rng::stream(seed, "split", 0), n);
-    let mut valid: Vec<usize> = perm[..n_valid].to_vec();
-    let mut train: Vec<usize> = perm[n_valid..].to_vec();
-    valid.sort_unstable();
-    train.sort_unstable();
+    // Marking the held-out rows lists both parts in ascending order without sorting them.
+    let mut held_out = vec![false; n];
+    for &row in &perm[..n_valid] {
+        held_out[row] = true;
+    }
+    let (valid, train): (Vec<usize>, Vec<usize>) = (0..n).partition(|&row| held_out[row]);
     apart(all, &train, &valid)
 }
 
@@ -389,20 +400,44 @@ pub fn column_stats(split: &HostSplit) -> Standardization {
 
 /// [`mean_and_std`] of every column of `m`, bit for bit, reading the rows in order: each
 /// column's sums add its values in row order, as the column alone would, without a copy of
-/// the matrix as columns of f64.
+/// the matrix as columns of f64. Groups of columns go to the pool's threads; each column's sums
+/// are still one thread's, in row order, so the bits do not depend on the thread count.
 fn row_wise_stats(m: &Matrix) -> (Vec<f64>, Vec<f64>) {
+    use rayon::prelude::*;
+    let group = m.cols.div_ceil(rayon::current_num_threads()).max(1);
+    let groups: Vec<(Vec<f64>, Vec<f64>)> = (0..m.cols)
+        .step_by(group)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|first| columns_stats(m, first..(first + group).min(m.cols)))
+        .collect();
+    groups
+        .into_iter()
+        .fold((Vec::new(), Vec::new()), |(mut mean, mut std), (m, s)| {
+            mean.extend(m);
+            std.extend(s);
+            (mean, std)
+        })
+}
+
+/// [`row_wise_stats`] of the columns `cols` of `m`.
+fn columns_stats(m: &Matrix, cols: std::ops::Range<usize>) -> (Vec<f64>, Vec<f64>) {
     // The starting value of f64's `Sum`, so that even an all -0.0 column sums the same.
     let zero: f64 = std::iter::empty::<f64>().sum();
     let n = m.rows.max(1) as f64;
-    let rows = || m.values.chunks_exact(m.cols.max(1));
-    let mut sums = vec![zero; m.cols];
+    let rows = || {
+        m.values
+            .chunks_exact(m.cols.max(1))
+            .map(|row| &row[cols.clone()])
+    };
+    let mut sums = vec![zero; cols.len()];
     for row in rows() {
         sums.iter_mut()
             .zip(row)
             .for_each(|(s, v)| *s += f64::from(*v));
     }
     let mean: Vec<f64> = sums.iter().map(|s| s / n).collect();
-    let mut squares = vec![zero; m.cols];
+    let mut squares = vec![zero; cols.len()];
     for row in rows() {
         for ((s, v), m) in squares.iter_mut().zip(row).zip(&mean) {
             *s += (f64::from(*v) - m) * (f64::from(*v) - m);
@@ -577,14 +612,21 @@ mod tests {
             .map(|i| ((i * 7919 % 1009) as f32 - 500.0) * 10f32.powi((i % 7) as i32 - 3))
             .collect();
         let m = Matrix { rows, cols, values };
-        let (mean, std) = row_wise_stats(&m);
-        for c in 0..cols {
-            let column: Vec<f64> = (0..rows).map(|r| f64::from(m.row(r)[c])).collect();
-            let (cm, cs) = mean_and_std(&column);
-            assert_eq!(
-                (mean[c].to_bits(), std[c].to_bits()),
-                (cm.to_bits(), cs.to_bits())
-            );
+        // On pools of 1 to 6 threads: groups of 5, 3, 2 and 1 columns, and more threads than
+        // columns.
+        for threads in 1..=6 {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+            let (mean, std) = pool.unwrap().install(|| row_wise_stats(&m));
+            assert_eq!((mean.len(), std.len()), (cols, cols));
+            for c in 0..cols {
+                let column: Vec<f64> = (0..rows).map(|r| f64::from(m.row(r)[c])).collect();
+                let (cm, cs) = mean_and_std(&column);
+                assert_eq!(
+                    (mean[c].to_bits(), std[c].to_bits()),
+                    (cm.to_bits(), cs.to_bits()),
+                    "{threads} threads, column {c}"
+                );
+            }
         }
         let zeros = Matrix {
             rows: 3,

@@ -5,6 +5,7 @@ use super::columns::{self, Encoding, Missing, Unseen};
 use super::{HostSplit, Labels, Matrix};
 use crate::config::{TableSpec, Task};
 use crate::error::{EmberError, Result};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -59,7 +60,9 @@ fn class_key(text: &str) -> String {
 /// otherwise the strings sorted.
 pub fn classes_of(csv: &TextCsv, label: &str) -> Result<Vec<String>> {
     let c = csv.column(label, "data.label")?;
-    let keys = super::class_order(csv.texts(c).map(|(t, _)| class_key(t)).collect());
+    // Each distinct spelling once: a label column of millions of rows holds a few.
+    let spellings: FxHashSet<&str> = csv.texts(c).map(|(t, _)| t).collect();
+    let keys = super::class_order(spellings.into_iter().map(class_key).collect());
     if keys.is_empty() {
         return Err(csv.fail("no data rows".to_string()));
     }
@@ -78,17 +81,27 @@ pub fn class_indices<'a>(
         .enumerate()
         .map(|(i, c)| (c.as_str(), i as i64))
         .collect();
+    // The class of each spelling met so far, so that a label is put in canonical form once.
+    let mut known: FxHashMap<&str, i64> = FxHashMap::default();
     values
         .map(|(text, line)| {
-            index.get(class_key(text).as_str()).copied().ok_or_else(|| {
-                EmberError::file(
-                    path,
-                    format!(
-                        "line {line}: label \"{text}\" is not one of the training classes ({})",
-                        classes.join(", ")
-                    ),
-                )
-            })
+            if let Some(&class) = known.get(text) {
+                return Ok(class);
+            }
+            let class = index
+                .get(class_key(text).as_str())
+                .copied()
+                .ok_or_else(|| {
+                    EmberError::file(
+                        path,
+                        format!(
+                            "line {line}: label \"{text}\" is not one of the training classes ({})",
+                            classes.join(", ")
+                        ),
+                    )
+                })?;
+            known.insert(text, class);
+            Ok(class)
         })
         .collect()
 }
