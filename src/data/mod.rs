@@ -52,6 +52,17 @@ impl Matrix {
         }
     }
 
+    /// Keeps the first `n` rows and returns the others.
+    fn cut(&mut self, n: usize) -> Matrix {
+        let rest = Matrix {
+            rows: self.rows - n,
+            cols: self.cols,
+            values: self.values.split_off(n * self.cols),
+        };
+        self.rows = n;
+        rest
+    }
+
     /// Keeps the rows at `keep` (ascending), in place: row `keep[i]` becomes row `i`. A split
     /// so costs no second copy of a table's inputs.
     fn keep_rows(&mut self, keep: &[usize]) {
@@ -185,6 +196,21 @@ impl HostSplit {
             scalar: None,
             labels: self.labels,
         }
+    }
+
+    /// Its first `n` rows and the others, as two splits; the others are copied out, so a
+    /// table that is encoded in split order is never held twice.
+    pub fn cut(mut self, n: usize) -> (HostSplit, HostSplit) {
+        let rest = HostSplit {
+            features: self.features.cut(n),
+            scalar: self.scalar.as_mut().map(|s| s.split_off(n)),
+            labels: match &mut self.labels {
+                Labels::Classes(v) => Labels::Classes(v.split_off(n)),
+                Labels::Binary(v) => Labels::Binary(v.split_off(n)),
+                Labels::Values(m) => Labels::Values(m.cut(n)),
+            },
+        };
+        (self, rest)
     }
 
     /// The first `n` rows (or all of them).
@@ -344,7 +370,12 @@ pub fn class_order(mut names: Vec<String>) -> Vec<String> {
 /// A seeded split: a random `fraction` of the rows is held out for validation; both parts keep
 /// the file's row order, so an unshuffled run sees rows as the file has them.
 pub fn split(all: HostSplit, fraction: f64, seed: u64) -> (HostSplit, HostSplit) {
-    let n = all.rows();
+    let (train, valid) = split_rows(all.rows(), fraction, seed);
+    apart(all, &train, &valid)
+}
+
+/// [`split`]'s rows of a table of `n`: those that train and those held out, each ascending.
+pub fn split_rows(n: usize, fraction: f64, seed: u64) -> (Vec<usize>, Vec<usize>) {
     let n_valid = ((n as f64) * fraction).round() as usize;
     let n_valid = n_valid.clamp(usize::from(n > 1), n.saturating_sub(1));
     let perm = crate::rng::permutation(&mut crate::rng::stream(seed, "split", 0), n);
@@ -354,7 +385,7 @@ pub fn split(all: HostSplit, fraction: f64, seed: u64) -> (HostSplit, HostSplit)
         held_out[row] = true;
     }
     let (valid, train): (Vec<usize>, Vec<usize>) = (0..n).partition(|&row| held_out[row]);
-    apart(all, &train, &valid)
+    (train, valid)
 }
 
 /// The rows at `train` and at `valid` (each ascending) of `all` as two splits: the validation
@@ -596,7 +627,11 @@ mod tests {
         let (t, v) = split(all.clone(), 0.3, 5);
         let key = |m: &Matrix| (0..m.rows).map(|r| m.row(r)[0] as usize / 2).collect();
         let (train, valid): (Vec<usize>, Vec<usize>) = (key(&t.features), key(&v.features));
-        assert_eq!((t, v), (all.take(&train), all.take(&valid)));
+        assert_eq!((&t, &v), (&all.take(&train), &all.take(&valid)));
+        // The same two parts from the rows put in split order first, then cut.
+        let (mut order, held_out) = split_rows(100, 0.3, 5);
+        order.extend(held_out);
+        assert_eq!(all.take(&order).cut(70), (t, v));
         assert_eq!(
             all.clone().truncate(7),
             all.take(&(0..7).collect::<Vec<_>>())

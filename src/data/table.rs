@@ -112,23 +112,28 @@ pub enum InputColumns<'a> {
     Numbers(&'a [String]),
     /// Typed columns, encoded as fitted on the training file.
     Encoded(&'a [Encoding], &'a Missing),
-    /// Inputs already encoded (the training file's, as they were fitted).
-    Ready(Matrix, Unseen),
+    /// Inputs already encoded (the training file's, as they were fitted), the file's row
+    /// `order[i]` as row `i`.
+    Ready(Matrix, Unseen, Vec<usize>),
 }
 
 impl InputColumns<'_> {
-    /// The inputs of every row of `csv`, and the category levels it had that training had not.
-    pub fn read(self, csv: &TextCsv) -> Result<(Matrix, Unseen)> {
+    /// The inputs of every row of `csv`, the category levels it had that training had not,
+    /// and the order of the rows when it is not the file's.
+    fn read(self, csv: &TextCsv) -> Result<(Matrix, Unseen, Option<Vec<usize>>)> {
         match self {
             InputColumns::Numbers(names) => {
                 let cols: Vec<usize> = names
                     .iter()
                     .map(|n| csv.column(n, "data.features"))
                     .collect::<Result<_>>()?;
-                Ok((csv.numbers(&cols)?, Unseen::default()))
+                Ok((csv.numbers(&cols)?, Unseen::default(), None))
             }
-            InputColumns::Encoded(encodings, missing) => columns::encode(csv, encodings, missing),
-            InputColumns::Ready(inputs, unseen) => Ok((inputs, unseen)),
+            InputColumns::Encoded(encodings, missing) => {
+                let (inputs, unseen) = columns::encode(csv, encodings, missing)?;
+                Ok((inputs, unseen, None))
+            }
+            InputColumns::Ready(inputs, unseen, order) => Ok((inputs, unseen, Some(order))),
         }
     }
 }
@@ -148,7 +153,7 @@ pub fn to_split(
     let cols = |names: &[String], field: &str| -> Result<Vec<usize>> {
         names.iter().map(|n| csv.column(n, field)).collect()
     };
-    let (inputs, unseen) = inputs.read(csv)?;
+    let (inputs, unseen, order) = inputs.read(csv)?;
     let scalar = match &spec.scalar_column {
         Some(s) => Some(csv.numbers(&[csv.column(s, "data.scalar_column")?])?.values),
         None => None,
@@ -167,6 +172,14 @@ pub fn to_split(
             }
         }
         (_, None) => unreachable!("a classifier's classes are known before its rows are read"),
+    };
+    // The labels (and scalar) in the inputs' order of rows.
+    let (scalar, labels) = match &order {
+        Some(order) => (
+            scalar.map(|s| order.iter().map(|&r| s[r]).collect()),
+            labels.take(order),
+        ),
+        None => (scalar, labels),
     };
     let split = HostSplit {
         features: inputs,

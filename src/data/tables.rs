@@ -20,6 +20,9 @@ struct Training {
     encoding: Option<Vec<Encoding>>,
     /// Rows left out because their label was missing (typed columns only).
     dropped: usize,
+    /// When the rows are already in [`split`]'s order, its training rows first: how many of
+    /// them there are.
+    split_at: Option<usize>,
 }
 
 impl Training {
@@ -60,9 +63,12 @@ pub fn load(config: &JobConfig, spec: &TableSpec) -> Result<HostData> {
                     training.all.rows()
                 ));
             }
-            match spec.fold {
-                Some(fold) => folds_of(training.all, &training.source, fold, config.split_seed())?,
-                None => split(training.all, spec.valid_fraction, config.split_seed()),
+            match (spec.fold, training.split_at) {
+                (Some(fold), _) => {
+                    folds_of(training.all, &training.source, fold, config.split_seed())?
+                }
+                (None, Some(train_rows)) => training.all.cut(train_rows),
+                (None, None) => split(training.all, spec.valid_fraction, config.split_seed()),
             }
         }
     };
@@ -178,8 +184,8 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
     };
     let mut csv = table::read_text(path)?;
     let missing = spec.missing();
-    // Inputs fitted here are encoded in the same pass, each cell parsed once.
-    let mut fitted = None;
+    // Inputs fitted here are encoded in the same pass, each cell parsed once, and in split order.
+    let (mut fitted, mut split_at) = (None, None);
     let (features, encoding, dropped) = match &spec.columns {
         None => (Some(table::feature_names(&csv, spec)?), None, 0),
         Some(typed) => {
@@ -188,9 +194,11 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
                 Some(known) => known.clone(),
                 None => {
                     let inputs = columns::typed_inputs(&csv, typed, &spec.targets)?;
+                    let order = split_order(config, spec, csv.rows());
                     let (encoding, matrix, unseen) =
-                        columns::fit_and_encode(&csv, &inputs, &missing, &spec.embed)?;
-                    fitted = Some(InputColumns::Ready(matrix, unseen));
+                        columns::fit_and_encode(&csv, &inputs, &missing, &spec.embed, &order.0)?;
+                    fitted = Some(InputColumns::Ready(matrix, unseen, order.0));
+                    split_at = order.1;
                     encoding
                 }
             };
@@ -209,6 +217,7 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
         features,
         encoding,
         dropped,
+        split_at,
     };
     let inputs = fitted.unwrap_or_else(|| training.inputs(&missing));
     let classes = training.classes.as_deref();
@@ -260,7 +269,21 @@ fn built_in(config: &JobConfig) -> Result<Training> {
         features: None,
         encoding: None,
         dropped: 0,
+        split_at: None,
     })
+}
+
+/// The order in which a table of `rows` rows is encoded, and where its training rows end:
+/// [`split`]'s training rows, then its validation rows, when `load` will split it so (the split
+/// then costs no move of the encoded rows); else the file's order.
+fn split_order(config: &JobConfig, spec: &TableSpec, rows: usize) -> (Vec<usize>, Option<usize>) {
+    if spec.valid_csv.is_some() || spec.fold.is_some() || rows < 2 {
+        return ((0..rows).collect(), None);
+    }
+    let (mut order, valid) = super::split_rows(rows, spec.valid_fraction, config.split_seed());
+    let train_rows = order.len();
+    order.extend(valid);
+    (order, Some(train_rows))
 }
 
 /// Another file of a run's table (`ember eval --data`): all its rows, with the run's columns,

@@ -264,12 +264,14 @@ pub fn typed_inputs(
 pub type Embed = std::collections::BTreeMap<String, usize>;
 
 /// The encodings of `inputs`, fitted on the rows of `csv` (the training file), and those rows
-/// encoded with them: each cell is parsed once, for both.
+/// encoded with them, row `order[i]` as the matrix's row `i`: each cell is parsed once, for
+/// both.
 pub fn fit_and_encode(
     csv: &TextCsv,
     inputs: &[(usize, ColumnKind)],
     missing: &Missing,
     embed: &Embed,
+    order: &[usize],
 ) -> Result<(Vec<Encoding>, Matrix, Unseen)> {
     // Each column in parallel; the error reported is the file's first bad cell.
     let fitted: Vec<std::result::Result<(Encoding, Parsed), BadCell>> = inputs
@@ -279,7 +281,7 @@ pub fn fit_and_encode(
     let (encodings, parsed): (Vec<Encoding>, Vec<Parsed>) =
         first_bad_cell(fitted)?.into_iter().unzip();
     let columns: Vec<usize> = inputs.iter().map(|(c, _)| *c).collect();
-    let (matrix, unseen) = interleave(csv, &columns, &encodings, &parsed, missing);
+    let (matrix, unseen) = interleave(csv, &columns, (&encodings, &parsed), missing, order);
     Ok((encodings, matrix, unseen))
 }
 
@@ -480,17 +482,25 @@ pub fn encode(
         })
         .collect();
     let parsed = first_bad_cell(parsed)?;
-    Ok(interleave(csv, &columns, encodings, &parsed, missing))
+    let in_file_order: Vec<usize> = (0..csv.rows()).collect();
+    Ok(interleave(
+        csv,
+        &columns,
+        (encodings, &parsed),
+        missing,
+        &in_file_order,
+    ))
 }
 
 /// Writes the inputs of each column (file column `columns[i]`, encoded by `encodings[i]`)
-/// into the rows of one matrix, blocks of rows in parallel.
+/// into the rows of one matrix, the file's row `order[i]` as row `i`, blocks of rows in
+/// parallel.
 fn interleave(
     csv: &TextCsv,
     columns: &[usize],
-    encodings: &[Encoding],
-    parsed: &[Parsed],
+    (encodings, parsed): (&[Encoding], &[Parsed]),
     missing: &Missing,
+    order: &[usize],
 ) -> (Matrix, Unseen) {
     let mut width = 0;
     let mut encoded = Vec::with_capacity(encodings.len());
@@ -498,16 +508,13 @@ fn interleave(
         encoded.push(Column::new(c, enc, cells, width));
         width += enc.inputs().len();
     }
-    let rows = csv.rows();
+    let rows = order.len();
     let mut values = vec![0.0f32; rows * width];
-    let blocks: Vec<Vec<usize>> = values
-        .par_chunks_mut(ENCODE_ROWS * width.max(1))
-        .enumerate()
-        .map(|(b, block)| {
-            let first = b * ENCODE_ROWS;
-            let rows = first..first + block.len() / width.max(1);
+    let blocks: Vec<Vec<usize>> = (values.par_chunks_mut(ENCODE_ROWS * width.max(1)))
+        .zip(order.par_chunks(ENCODE_ROWS))
+        .map(|(block, rows)| {
             (encoded.iter())
-                .map(|col| col.encode(csv, missing, rows.clone(), block, width))
+                .map(|col| col.encode(csv, missing, rows, block, width))
                 .collect()
         })
         .collect();
@@ -551,20 +558,20 @@ impl<'a> Column<'a> {
         }
     }
 
-    /// Writes this column's inputs for `rows` into `block` (those rows, `stride` apart);
-    /// returns how many cells held a level without an input of its own.
+    /// Writes this column's inputs for the file's `rows` into `block` (those rows in that
+    /// order, `stride` apart); returns how many cells held a level without an input of its own.
     fn encode(
         &self,
         csv: &TextCsv,
         missing: &Missing,
-        rows: std::ops::Range<usize>,
+        rows: &[usize],
         block: &mut [f32],
         stride: usize,
     ) -> usize {
         let (enc, index) = (self.enc, &self.index);
         let fill = enc.fill.unwrap_or_default();
         let mut other = 0;
-        for (i, r) in rows.enumerate() {
+        for (i, &r) in rows.iter().enumerate() {
             let row = &mut block[i * stride + self.offset..];
             let (width, absent) = match self.cells {
                 Parsed::Text => {
