@@ -129,9 +129,19 @@ impl<B: Backend> ConvBlock<B> {
             let count = tracked.value_sync().to_device(&x.device());
             tracked.update(count.add_scalar(1.0).detach());
         }
-        x = activate(x, activation);
+        // ReLU commutes with a max-pool (the largest rectified value is the rectified largest
+        // value, and the gradient reaches the same element or is zero), so a ReLU block pools
+        // first and rectifies a quarter of the values: the same outputs and gradients, bit for
+        // bit. Other activations are not monotone to the last bit, or not at all (GELU).
+        let pool_first = activation == Activation::Relu;
+        if !pool_first {
+            x = activate(x, activation);
+        }
         if self.pool > 1 {
             x = ops::max_pool(x, self.pool);
+        }
+        if pool_first {
+            x = activate(x, activation);
         }
         x
     }

@@ -5,7 +5,7 @@
 //! variance and one writing the output; the backward one pass for the two sums and one writing
 //! the gradient. Sums are accumulated in f64.
 
-use super::kernels::values;
+use super::kernels::{assume_init, borrowed, owned_contiguous, uninit, values};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
@@ -83,13 +83,28 @@ pub fn forward(
 ) -> (FlexTensor, FlexTensor, FlexTensor) {
     let (n, c, s) = dims(&x);
     let shape = x.layout().shape().clone();
-    let x = values(x, n * c * s);
+    let x_values = borrowed(x, n * c * s);
+    // The slice taken once: a deref reaches into the tensor's storage every time.
+    let x = &*x_values;
     let (gamma, beta) = (values(gamma, c), values(beta, c));
     let mean = channel_means((n, c, s), |_, at| f64::from(x[at]));
     let var = channel_means((n, c, s), |ch, at| (f64::from(x[at]) - mean[ch]).powi(2));
     let (scale, shift) = affine(&gamma, &beta, &mean, &var, epsilon);
-    let mut y = x;
-    channel_affine_in_place(&mut y, c, s, &scale, &shift);
+    // The input stays (autodiff keeps it for the backward pass): the output is a new buffer,
+    // written in the same pass that reads the input.
+    let mut y = uninit(n * c * s);
+    y.par_chunks_mut(s.max(1))
+        .zip(x.par_chunks(s.max(1)))
+        .with_min_len(64)
+        .enumerate()
+        .for_each(|(i, (out, block))| {
+            let (k, b) = (scale[i % c], shift[i % c]);
+            for (o, v) in out.iter_mut().zip(block) {
+                o.write(*v * k + b);
+            }
+        });
+    // SAFETY: the blocks cover every element, and each wrote all of its own.
+    let y = unsafe { assume_init(y) };
     let vector = |v: &[f64]| FlexTensor::from_data(TensorData::new(to_f32(v), [c]));
     (
         FlexTensor::from_data(TensorData::new(y, shape)),
@@ -103,19 +118,22 @@ pub fn forward(
 pub fn channel_affine(x: FlexTensor, scale: FlexTensor, shift: FlexTensor) -> FlexTensor {
     let (n, c, s) = dims(&x);
     let shape = x.layout().shape().clone();
-    let mut y = values(x, n * c * s);
+    // In place when nothing else holds `x` (the convolution's output at inference).
+    let mut y = owned_contiguous(x);
     let (scale, shift) = (values(scale, c), values(shift, c));
-    channel_affine_in_place(&mut y, c, s, &scale, &shift);
-    FlexTensor::from_data(TensorData::new(y, shape))
-}
-
-fn channel_affine_in_place(y: &mut [f32], c: usize, s: usize, scale: &[f32], shift: &[f32]) {
-    per_block(y, c, s, |ch, block, _| {
-        let (k, b) = (scale[ch], shift[ch]);
-        for v in block {
-            *v = *v * k + b;
-        }
-    });
+    per_block(
+        &mut y.storage_mut::<f32>()[..n * c * s],
+        c,
+        s,
+        |ch, block, _| {
+            let (k, b) = (scale[ch], shift[ch]);
+            for v in block {
+                *v = *v * k + b;
+            }
+        },
+    );
+    debug_assert_eq!(y.layout().shape(), &shape);
+    y
 }
 
 /// Per channel, the `scale = gamma / sqrt(var + eps)` and `shift = beta - mean · scale` that
@@ -155,7 +173,11 @@ pub fn backward(
     let (n, c, s) = dims(&x);
     let shape = x.layout().shape().clone();
     let len = n * c * s;
-    let (x, dy) = (values(x, len), values(grad, len));
+    let x_values = borrowed(x, len);
+    let x = &*x_values;
+    // The output's gradient becomes the input's, in its own buffer when nothing else holds it.
+    let mut dx = owned_contiguous(grad);
+    let dy = &mut dx.storage_mut::<f32>()[..len];
     let gamma = values(gamma, c);
     let mean: Vec<f64> = values(mean, c).into_iter().map(f64::from).collect();
     let inv: Vec<f64> = (values(var, c).into_iter())
@@ -166,8 +188,7 @@ pub fn backward(
         [g, g * (f64::from(x[at]) - mean[ch]) * inv[ch]]
     });
     let count = (n * s) as f64;
-    let mut dx = dy;
-    per_block(&mut dx, c, s, |ch, block, i| {
+    per_block(dy, c, s, |ch, block, i| {
         let (m, k, [sd, sdx]) = (mean[ch], inv[ch], sums[ch]);
         let factor = f64::from(gamma[ch]) * k / count;
         for (g, &x) in block.iter_mut().zip(&x[i * s..][..s]) {
@@ -179,11 +200,8 @@ pub fn backward(
         let sums = sums.iter().map(|p| p[q] as f32).collect::<Vec<_>>();
         FlexTensor::from_data(TensorData::new(sums, [c]))
     };
-    (
-        FlexTensor::from_data(TensorData::new(dx, shape)),
-        vector(1),
-        vector(0),
-    )
+    debug_assert_eq!(dx.layout().shape(), &shape);
+    (dx, vector(1), vector(0))
 }
 
 #[cfg(test)]

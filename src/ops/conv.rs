@@ -11,7 +11,7 @@
 //! as the resumed runs need.
 
 use super::Activation;
-use super::kernels::{assume_init, gemm_block, uninit, values};
+use super::kernels::{assume_init, borrowed, gemm_block, uninit};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
@@ -177,9 +177,13 @@ pub fn forward(
 ) -> FlexTensor {
     let g = Geometry::of(&x, &weight, stride, pad);
     let (patch, pixels) = (g.patch(), g.out_pixels());
-    let x = values(x, g.n * g.image());
-    let weight = values(weight, g.cout * patch);
-    let bias = bias.map(|b| values(b, g.cout));
+    let (x, weight) = (
+        borrowed(x, g.n * g.image()),
+        borrowed(weight, g.cout * patch),
+    );
+    let bias = bias.map(|b| borrowed(b, g.cout));
+    // Each slice taken once: a deref reaches into the tensor's storage every time.
+    let (x, weight, bias) = (&*x, &*weight, bias.as_deref());
     let mut y = uninit(g.n * g.cout * pixels);
     y.par_chunks_mut(g.cout * pixels)
         .zip(x.par_chunks(g.image()))
@@ -192,7 +196,7 @@ pub fn forward(
                 // SAFETY: `out` holds cout × pixels elements, written (not read) here; the
                 // operands are the whole weight and column buffers.
                 unsafe { product(out, (g.cout, pixels, patch), false, operands) };
-                if let Some(b) = &bias {
+                if let Some(b) = bias {
                     // SAFETY: the product wrote every element.
                     let out = unsafe { std::slice::from_raw_parts_mut(out, g.cout * pixels) };
                     for (channel, b) in out.chunks_mut(pixels).zip(b) {
@@ -218,12 +222,15 @@ pub fn backward(
 ) -> (Option<FlexTensor>, FlexTensor, Option<FlexTensor>) {
     let g = Geometry::of(&x, &weight, stride, pad);
     let (patch, pixels) = (g.patch(), g.out_pixels());
-    let x = values(x, g.n * g.image());
-    let weight = values(weight, g.cout * patch);
-    let grad = values(grad, g.n * g.cout * pixels);
-    let (dw, db) = weight_grads(&x, &grad, &g);
+    let (x, weight) = (
+        borrowed(x, g.n * g.image()),
+        borrowed(weight, g.cout * patch),
+    );
+    let grad = borrowed(grad, g.n * g.cout * pixels);
+    let (x, weight, grad) = (&*x, &*weight, &*grad);
+    let (dw, db) = weight_grads(x, grad, &g);
     let dx = need_dx.then(|| {
-        let dx = input_grad(&weight, &grad, &g);
+        let dx = input_grad(weight, grad, &g);
         FlexTensor::from_data(TensorData::new(dx, [g.n, g.cin, g.h, g.w]))
     });
     let dw = FlexTensor::from_data(TensorData::new(dw, [g.cout, g.cin, g.k, g.k]));
