@@ -5,7 +5,7 @@
 //! variance and one writing the output; the backward one pass for the two sums and one writing
 //! the gradient. Sums are accumulated in f64.
 
-use super::kernels::{assume_init, borrowed, owned_contiguous, uninit, values};
+use super::kernels::{assume_init, contiguous, owned_contiguous, uninit, values};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
@@ -65,7 +65,12 @@ fn channel_means(
 
 /// `f(channel, block, block index)` for every block of `s` values of `[n, c, s]` maps, in place,
 /// on the pool.
-fn per_block(values: &mut [f32], c: usize, s: usize, f: impl Fn(usize, &mut [f32], usize) + Sync) {
+fn per_block<T: Send>(
+    values: &mut [T],
+    c: usize,
+    s: usize,
+    f: impl Fn(usize, &mut [T], usize) + Sync,
+) {
     values
         .par_chunks_mut(s.max(1))
         .with_min_len(64)
@@ -83,9 +88,8 @@ pub fn forward(
 ) -> (FlexTensor, FlexTensor, FlexTensor) {
     let (n, c, s) = dims(&x);
     let shape = x.layout().shape().clone();
-    let x_values = borrowed(x, n * c * s);
-    // The slice taken once: a deref reaches into the tensor's storage every time.
-    let x = &*x_values;
+    let (xt, range) = contiguous(x, n * c * s);
+    let x = &xt.storage::<f32>()[range];
     let (gamma, beta) = (values(gamma, c), values(beta, c));
     let mean = channel_means((n, c, s), |_, at| f64::from(x[at]));
     let var = channel_means((n, c, s), |ch, at| (f64::from(x[at]) - mean[ch]).powi(2));
@@ -93,16 +97,12 @@ pub fn forward(
     // The input stays (autodiff keeps it for the backward pass): the output is a new buffer,
     // written in the same pass that reads the input.
     let mut y = uninit(n * c * s);
-    y.par_chunks_mut(s.max(1))
-        .zip(x.par_chunks(s.max(1)))
-        .with_min_len(64)
-        .enumerate()
-        .for_each(|(i, (out, block))| {
-            let (k, b) = (scale[i % c], shift[i % c]);
-            for (o, v) in out.iter_mut().zip(block) {
-                o.write(*v * k + b);
-            }
-        });
+    per_block(&mut y, c, s, |ch, out, i| {
+        let (k, b) = (scale[ch], shift[ch]);
+        for (o, v) in out.iter_mut().zip(&x[i * s..][..s]) {
+            o.write(*v * k + b);
+        }
+    });
     // SAFETY: the blocks cover every element, and each wrote all of its own.
     let y = unsafe { assume_init(y) };
     let vector = |v: &[f64]| FlexTensor::from_data(TensorData::new(to_f32(v), [c]));
@@ -117,7 +117,6 @@ pub fn forward(
 /// running statistics folded into `scale` and `shift`.
 pub fn channel_affine(x: FlexTensor, scale: FlexTensor, shift: FlexTensor) -> FlexTensor {
     let (n, c, s) = dims(&x);
-    let shape = x.layout().shape().clone();
     // In place when nothing else holds `x` (the convolution's output at inference).
     let mut y = owned_contiguous(x);
     let (scale, shift) = (values(scale, c), values(shift, c));
@@ -132,7 +131,6 @@ pub fn channel_affine(x: FlexTensor, scale: FlexTensor, shift: FlexTensor) -> Fl
             }
         },
     );
-    debug_assert_eq!(y.layout().shape(), &shape);
     y
 }
 
@@ -171,10 +169,9 @@ pub fn backward(
     grad: FlexTensor,
 ) -> (FlexTensor, FlexTensor, FlexTensor) {
     let (n, c, s) = dims(&x);
-    let shape = x.layout().shape().clone();
     let len = n * c * s;
-    let x_values = borrowed(x, len);
-    let x = &*x_values;
+    let (xt, range) = contiguous(x, len);
+    let x = &xt.storage::<f32>()[range];
     // The output's gradient becomes the input's, in its own buffer when nothing else holds it.
     let mut dx = owned_contiguous(grad);
     let dy = &mut dx.storage_mut::<f32>()[..len];
@@ -200,7 +197,6 @@ pub fn backward(
         let sums = sums.iter().map(|p| p[q] as f32).collect::<Vec<_>>();
         FlexTensor::from_data(TensorData::new(sums, [c]))
     };
-    debug_assert_eq!(dx.layout().shape(), &shape);
     (dx, vector(1), vector(0))
 }
 

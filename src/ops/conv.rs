@@ -11,7 +11,7 @@
 //! as the resumed runs need.
 
 use super::Activation;
-use super::kernels::{assume_init, borrowed, gemm_block, uninit};
+use super::kernels::{assume_init, contiguous, gemm_block, uninit};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
@@ -177,13 +177,14 @@ pub fn forward(
 ) -> FlexTensor {
     let g = Geometry::of(&x, &weight, stride, pad);
     let (patch, pixels) = (g.patch(), g.out_pixels());
-    let (x, weight) = (
-        borrowed(x, g.n * g.image()),
-        borrowed(weight, g.cout * patch),
+    // The inputs read where they are (a copy only when one is not contiguous).
+    let ((xt, xr), (wt, wr)) = (
+        contiguous(x, g.n * g.image()),
+        contiguous(weight, g.cout * patch),
     );
-    let bias = bias.map(|b| borrowed(b, g.cout));
-    // Each slice taken once: a deref reaches into the tensor's storage every time.
-    let (x, weight, bias) = (&*x, &*weight, bias.as_deref());
+    let bias = bias.map(|b| contiguous(b, g.cout));
+    let (x, weight) = (&xt.storage::<f32>()[xr], &wt.storage::<f32>()[wr]);
+    let bias = bias.as_ref().map(|(b, r)| &b.storage::<f32>()[r.clone()]);
     let mut y = uninit(g.n * g.cout * pixels);
     y.par_chunks_mut(g.cout * pixels)
         .zip(x.par_chunks(g.image()))
@@ -222,12 +223,13 @@ pub fn backward(
 ) -> (Option<FlexTensor>, FlexTensor, Option<FlexTensor>) {
     let g = Geometry::of(&x, &weight, stride, pad);
     let (patch, pixels) = (g.patch(), g.out_pixels());
-    let (x, weight) = (
-        borrowed(x, g.n * g.image()),
-        borrowed(weight, g.cout * patch),
+    let ((xt, xr), (wt, wr)) = (
+        contiguous(x, g.n * g.image()),
+        contiguous(weight, g.cout * patch),
     );
-    let grad = borrowed(grad, g.n * g.cout * pixels);
-    let (x, weight, grad) = (&*x, &*weight, &*grad);
+    let (gt, gr) = contiguous(grad, g.n * g.cout * pixels);
+    let (x, weight) = (&xt.storage::<f32>()[xr], &wt.storage::<f32>()[wr]);
+    let grad = &gt.storage::<f32>()[gr];
     let (dw, db) = weight_grads(x, grad, &g);
     let dx = need_dx.then(|| {
         let dx = input_grad(weight, grad, &g);

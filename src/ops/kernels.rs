@@ -453,27 +453,6 @@ pub(super) fn values(t: FlexTensor, len: usize) -> Vec<f32> {
     t.storage::<f32>()[range].to_vec()
 }
 
-/// The first `len` values of a tensor as one slice of its storage: borrowed, not copied, when
-/// the tensor is contiguous (a large map is only read by most passes).
-pub(super) struct Borrowed {
-    tensor: FlexTensor,
-    range: std::ops::Range<usize>,
-}
-
-impl std::ops::Deref for Borrowed {
-    type Target = [f32];
-
-    fn deref(&self) -> &[f32] {
-        &self.tensor.storage::<f32>()[self.range.clone()]
-    }
-}
-
-/// The first `len` values of `t`, contiguous (a copy only when it is not), read in place.
-pub(super) fn borrowed(t: FlexTensor, len: usize) -> Borrowed {
-    let (tensor, range) = contiguous(t, len);
-    Borrowed { tensor, range }
-}
-
 /// `t` contiguous (a copy only when it is not), and the range of its first `len` values in its
 /// storage.
 pub(super) fn contiguous(t: FlexTensor, len: usize) -> (FlexTensor, std::ops::Range<usize>) {
