@@ -112,9 +112,9 @@ pub enum InputColumns<'a> {
     Numbers(&'a [String]),
     /// Typed columns, encoded as fitted on the training file.
     Encoded(&'a [Encoding], &'a Missing),
-    /// Inputs already encoded (the training file's, as they were fitted), the file's row
-    /// `order[i]` as row `i`.
-    Ready(Matrix, Unseen, Vec<usize>),
+    /// Inputs already encoded (the training file's, as they were fitted); with an order, the
+    /// file's row `order[i]` as row `i`.
+    Ready(Matrix, Unseen, Option<Vec<usize>>),
 }
 
 impl InputColumns<'_> {
@@ -133,7 +133,7 @@ impl InputColumns<'_> {
                 let (inputs, unseen) = columns::encode(csv, encodings, missing)?;
                 Ok((inputs, unseen, None))
             }
-            InputColumns::Ready(inputs, unseen, order) => Ok((inputs, unseen, Some(order))),
+            InputColumns::Ready(inputs, unseen, order) => Ok((inputs, unseen, order)),
         }
     }
 }

@@ -194,11 +194,16 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
                 Some(known) => known.clone(),
                 None => {
                     let inputs = columns::typed_inputs(&csv, typed, &spec.targets)?;
-                    let order = split_order(config, spec, csv.rows());
-                    let (encoding, matrix, unseen) =
-                        columns::fit_and_encode(&csv, &inputs, &missing, &spec.embed, &order.0)?;
-                    fitted = Some(InputColumns::Ready(matrix, unseen, order.0));
-                    split_at = order.1;
+                    let (order, train_rows) = split_order(config, spec, csv.rows()).unzip();
+                    let (encoding, matrix, unseen) = columns::fit_and_encode(
+                        &csv,
+                        &inputs,
+                        &missing,
+                        &spec.embed,
+                        order.as_deref(),
+                    )?;
+                    fitted = Some(InputColumns::Ready(matrix, unseen, order));
+                    split_at = train_rows;
                     encoding
                 }
             };
@@ -273,17 +278,17 @@ fn built_in(config: &JobConfig) -> Result<Training> {
     })
 }
 
-/// The order in which a table of `rows` rows is encoded, and where its training rows end:
-/// [`split`]'s training rows, then its validation rows, when `load` will split it so (the split
-/// then costs no move of the encoded rows); else the file's order.
-fn split_order(config: &JobConfig, spec: &TableSpec, rows: usize) -> (Vec<usize>, Option<usize>) {
+/// When `load` will split a table of `rows` rows with [`split`]: the order in which to encode
+/// it, that split's training rows then its validation rows (the split then costs no move of the
+/// encoded rows), and how many training rows there are. `None` keeps the file's order.
+fn split_order(config: &JobConfig, spec: &TableSpec, rows: usize) -> Option<(Vec<usize>, usize)> {
     if spec.valid_csv.is_some() || spec.fold.is_some() || rows < 2 {
-        return ((0..rows).collect(), None);
+        return None;
     }
     let (mut order, valid) = super::split_rows(rows, spec.valid_fraction, config.split_seed());
     let train_rows = order.len();
     order.extend(valid);
-    (order, Some(train_rows))
+    Some((order, train_rows))
 }
 
 /// Another file of a run's table (`ember eval --data`): all its rows, with the run's columns,

@@ -264,14 +264,14 @@ pub fn typed_inputs(
 pub type Embed = std::collections::BTreeMap<String, usize>;
 
 /// The encodings of `inputs`, fitted on the rows of `csv` (the training file), and those rows
-/// encoded with them, row `order[i]` as the matrix's row `i`: each cell is parsed once, for
-/// both.
+/// encoded with them (row `order[i]` as the matrix's row `i` when an order is given, else in
+/// the file's order): each cell is parsed once, for both.
 pub fn fit_and_encode(
     csv: &TextCsv,
     inputs: &[(usize, ColumnKind)],
     missing: &Missing,
     embed: &Embed,
-    order: &[usize],
+    order: Option<&[usize]>,
 ) -> Result<(Vec<Encoding>, Matrix, Unseen)> {
     // Each column in parallel; the error reported is the file's first bad cell.
     let fitted: Vec<std::result::Result<(Encoding, Parsed), BadCell>> = inputs
@@ -482,25 +482,24 @@ pub fn encode(
         })
         .collect();
     let parsed = first_bad_cell(parsed)?;
-    let in_file_order: Vec<usize> = (0..csv.rows()).collect();
     Ok(interleave(
         csv,
         &columns,
         (encodings, &parsed),
         missing,
-        &in_file_order,
+        None,
     ))
 }
 
 /// Writes the inputs of each column (file column `columns[i]`, encoded by `encodings[i]`)
-/// into the rows of one matrix, the file's row `order[i]` as row `i`, blocks of rows in
-/// parallel.
+/// into the rows of one matrix, the file's row `order[i]` as row `i` (without an order, in the
+/// file's order), blocks of rows in parallel.
 fn interleave(
     csv: &TextCsv,
     columns: &[usize],
     (encodings, parsed): (&[Encoding], &[Parsed]),
     missing: &Missing,
-    order: &[usize],
+    order: Option<&[usize]>,
 ) -> (Matrix, Unseen) {
     let mut width = 0;
     let mut encoded = Vec::with_capacity(encodings.len());
@@ -508,6 +507,14 @@ fn interleave(
         encoded.push(Column::new(c, enc, cells, width));
         width += enc.inputs().len();
     }
+    let in_file_order: Vec<usize>;
+    let order = match order {
+        Some(order) => order,
+        None => {
+            in_file_order = (0..csv.rows()).collect();
+            &in_file_order
+        }
+    };
     let rows = order.len();
     let mut values = vec![0.0f32; rows * width];
     let blocks: Vec<Vec<usize>> = (values.par_chunks_mut(ENCODE_ROWS * width.max(1)))

@@ -26,17 +26,16 @@ fn fit_embedded(
     missing: &Missing,
     embed: &Embed,
 ) -> Result<Vec<Encoding>> {
-    let in_file_order: Vec<usize> = (0..csv.rows()).collect();
-    let (encodings, encoded, unseen) = fit_and_encode(csv, inputs, missing, embed, &in_file_order)?;
+    let (encodings, encoded, unseen) = fit_and_encode(csv, inputs, missing, embed, None)?;
     let (again, unseen_again) = encode(csv, &encodings, missing).unwrap();
     let bits = |m: &Matrix| m.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     assert_eq!((encoded.rows, encoded.cols), (again.rows, again.cols));
     assert_eq!(bits(&encoded), bits(&again));
     assert_eq!(unseen, unseen_again);
     // Encoded in another order of the rows (as a split orders them): the same fit, the same rows.
-    let reversed: Vec<usize> = in_file_order.iter().rev().copied().collect();
+    let reversed: Vec<usize> = (0..csv.rows()).rev().collect();
     let (encodings_r, encoded_r, unseen_r) =
-        fit_and_encode(csv, inputs, missing, embed, &reversed)?;
+        fit_and_encode(csv, inputs, missing, embed, Some(&reversed))?;
     assert_eq!((&encodings_r, &unseen_r), (&encodings, &unseen));
     assert_eq!(bits(&encoded_r), bits(&encoded.take(&reversed)));
     Ok(encodings)
