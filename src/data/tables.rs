@@ -182,7 +182,7 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
     let Some(path) = &spec.csv else {
         return built_in(config);
     };
-    let mut csv = table::read_text(path)?;
+    let mut csv = read_table(path, spec, spec.encoding.as_deref())?;
     let missing = spec.missing();
     // Inputs fitted here are encoded in the same pass, each cell parsed once, and in split order.
     let (mut fitted, mut split_at) = (None, None);
@@ -294,7 +294,7 @@ fn split_order(config: &JobConfig, spec: &TableSpec, rows: usize) -> Option<(Vec
 /// Another file of a run's table (`ember eval --data`): all its rows, with the run's columns,
 /// classes and statistics.
 pub fn read_file(config: &JobConfig, spec: &TableSpec, path: &Path) -> Result<HostSplit> {
-    let csv = read_labelled(path, spec, spec.encoding.is_some())?;
+    let csv = read_labelled(path, spec, spec.encoding.as_deref())?;
     let missing = spec.missing();
     let features = match &spec.features {
         Some(f) => f.clone(),
@@ -323,18 +323,44 @@ fn read_other(
     spec: &TableSpec,
     training: &Training,
 ) -> Result<HostSplit> {
-    let csv = read_labelled(path, spec, training.encoding.is_some())?;
+    let csv = read_labelled(path, spec, training.encoding.as_deref())?;
     let missing = spec.missing();
     let inputs = training.inputs(&missing);
     let classes = training.classes.as_deref();
     to_split_noting(&csv, spec, inputs, config.task, classes)
 }
 
-/// A file read after the training one; with typed columns, its rows without a label are left
-/// out, and how many is said on stderr.
-fn read_labelled(path: &Path, spec: &TableSpec, typed: bool) -> Result<table::TextCsv> {
-    let mut csv = table::read_text(path)?;
-    if typed {
+/// A table file. The numeric and date inputs of a typed table (the run's `encoding`, else
+/// `[data.columns]`) are parsed as the file is read, and keep no text.
+fn read_table(
+    path: &Path,
+    spec: &TableSpec,
+    encoding: Option<&[Encoding]>,
+) -> Result<table::TextCsv> {
+    let mut kinds: std::collections::BTreeMap<String, columns::ColumnKind> =
+        match (encoding, &spec.columns) {
+            (Some(encoding), _) => (encoding.iter())
+                .map(|e| (e.column.clone(), e.kind))
+                .collect(),
+            (None, Some(typed)) => typed.clone(),
+            (None, None) => return table::read_text(path),
+        };
+    // Read as text wherever a config names them: the labels and the scalar column.
+    for name in spec.targets.iter().chain(&spec.scalar_column) {
+        kinds.remove(name);
+    }
+    columns::read_typed(path, &kinds, &spec.missing())
+}
+
+/// A file read after the training one; with typed columns (their `encoding`), its rows without
+/// a label are left out, and how many is said on stderr.
+fn read_labelled(
+    path: &Path,
+    spec: &TableSpec,
+    encoding: Option<&[Encoding]>,
+) -> Result<table::TextCsv> {
+    let mut csv = read_table(path, spec, encoding)?;
+    if encoding.is_some() {
         let dropped = csv.drop_missing_labels(&spec.targets, &spec.missing())?;
         if dropped > 0 {
             eprintln!(

@@ -2,6 +2,8 @@
 //! with the line number of every record, so that each column can be parsed as the job needs it.
 //! A table of millions of rows costs its text plus 4 bytes a cell, read in one pass (two readers
 //! side by side, each on half of a large file); a record is never held as text of its own.
+//! A column the job reads as numbers may instead be parsed as it is read ([`read_parsing`]):
+//! its text is then never copied nor kept, only each cell's value (8 bytes).
 
 use super::csv_scan::{NOT_UTF8, Next, Scanner};
 use crate::error::{EmberError, Result};
@@ -16,17 +18,43 @@ pub struct TextCsv {
     lines: Vec<u64>,
 }
 
-/// One column's cells: cell `r` is `text[ends[r - 1]..ends[r]]`, and the cells after those
-/// are in `after` (the second half of a file read by two readers side by side).
+/// One column's cells: cell `r` is `text[ends[r - 1]..ends[r]]`, or, in a column parsed as
+/// it was read, `values[r]`; the cells after those are in `after` (the second half of a file
+/// read by two readers side by side).
 #[derive(Default)]
 struct ColumnText {
     text: String,
     ends: Vec<u32>,
+    /// Whether the column is parsed as read: its cells are then in `values` (NaN where missing
+    /// or unreadable) and `unreadable` (each cell that did not parse: its row and text).
+    parsed: bool,
+    values: Vec<f64>,
+    unreadable: Vec<(usize, String)>,
     after: Option<Box<ColumnText>>,
 }
 
+/// A parser of one column's cells as they are read: a cell's value, NaN for a missing cell,
+/// `None` for a cell that is neither (the error is the caller's to word, from its text).
+pub type CellParser<'a> = &'a (dyn Fn(&str) -> Option<f64> + Sync);
+
 impl ColumnText {
+    fn parsed() -> ColumnText {
+        ColumnText {
+            parsed: true,
+            ..ColumnText::default()
+        }
+    }
+
+    /// Rows in this half.
+    fn len(&self) -> usize {
+        match self.parsed {
+            true => self.values.len(),
+            false => self.ends.len(),
+        }
+    }
+
     fn cell(&self, r: usize) -> &str {
+        debug_assert!(!self.parsed, "a parsed column keeps no text");
         if let Some(after) = &self.after
             && r >= self.ends.len()
         {
@@ -52,12 +80,52 @@ impl ColumnText {
         }
     }
 
+    /// Appends a parsed cell: its value, or (`None`) the text of a cell that did not parse.
+    fn push_value(&mut self, value: Option<f64>, cell: &str) {
+        if value.is_none() {
+            self.unreadable.push((self.values.len(), cell.to_string()));
+        }
+        self.values.push(value.unwrap_or(f64::NAN));
+    }
+
+    /// Each row's value, in both halves (a parsed column).
+    fn values(&self) -> impl Iterator<Item = f64> + '_ {
+        let after = self.after.iter().flat_map(|a| a.values.iter());
+        self.values.iter().chain(after).copied()
+    }
+
+    /// The first row whose cell did not parse, and its text (a parsed column).
+    fn first_unreadable(&self) -> Option<(usize, &str)> {
+        let own = self.unreadable.first().map(|(r, t)| (*r, t.as_str()));
+        own.or_else(|| {
+            let (r, t) = self.after.as_ref()?.first_unreadable()?;
+            Some((self.values.len() + r, t))
+        })
+    }
+
     /// The same column with the rows where `keep` is false left out, each half on its own (so
     /// neither can pass 4 GiB).
     fn retain(&self, keep: &[bool]) -> ColumnText {
-        let (mine, later) = keep.split_at(self.ends.len().min(keep.len()));
-        let mut kept = ColumnText::default();
-        for (r, _) in mine.iter().enumerate().filter(|(_, k)| **k) {
+        let (mine, later) = keep.split_at(self.len().min(keep.len()));
+        let mut kept = ColumnText {
+            parsed: self.parsed,
+            ..ColumnText::default()
+        };
+        if self.parsed {
+            // Each kept row's new index, for the unreadable cells.
+            let mut index = Vec::with_capacity(mine.len());
+            for (value, &k) in self.values.iter().zip(mine) {
+                index.push(kept.values.len());
+                if k {
+                    kept.values.push(*value);
+                }
+            }
+            kept.unreadable = (self.unreadable.iter())
+                .filter(|(r, _)| mine[*r])
+                .map(|(r, t)| (index[*r], t.clone()))
+                .collect();
+        }
+        for (r, _) in mine.iter().enumerate().filter(|(_, k)| **k && !self.parsed) {
             kept.push(self.cell(r));
         }
         kept.after = self
@@ -111,37 +179,51 @@ const SPLIT_BYTES: u64 = 8 << 20;
 /// Reads a CSV file with a header row; every record must have one field per column. The
 /// delimiter is the header's: a comma, a semicolon, a tab or a bar.
 pub fn read_text(path: &Path) -> Result<TextCsv> {
+    read_parsing(path, &|_| None)
+}
+
+/// [`read_text`], where each column that `parser_of` (given the column's name) gives a parser
+/// is parsed as it is read and keeps no text.
+pub fn read_parsing<'a>(
+    path: &Path,
+    parser_of: &dyn Fn(&str) -> Option<CellParser<'a>>,
+) -> Result<TextCsv> {
     let file_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
     let split = file_bytes >= SPLIT_BYTES && rayon::current_num_threads() > 1;
-    read_text_at(path, split.then_some(file_bytes / 2))
+    read_text_at(path, split.then_some(file_bytes / 2), parser_of)
 }
 
 /// [`read_text`]; with `half`, the records from the first line end at or after that byte are
 /// read by a second reader side by side with the first. The first reader checks that a record
 /// starts there (a line end inside a quoted cell is not a record's end) and else reads on
 /// alone, so the records are always those one reader finds.
-pub(crate) fn read_text_at(path: &Path, half: Option<u64>) -> Result<TextCsv> {
+pub(crate) fn read_text_at<'a>(
+    path: &Path,
+    half: Option<u64>,
+    parser_of: &dyn Fn(&str) -> Option<CellParser<'a>>,
+) -> Result<TextCsv> {
     let fail = |what: String| EmberError::file(path, what);
     let delimiter = delimiter_of(&first_line(path)?);
     let mut head = Reader::open(path, delimiter, 0)?;
     let header = head.header().map_err(fail)?;
+    let parsers: Vec<Option<CellParser>> = header.iter().map(|h| parser_of(h)).collect();
     let boundary = match half {
         Some(byte) => line_start_after(path, byte)?,
         None => None,
     };
     let Some(boundary) = boundary else {
-        let mut records = Records::new(header.len());
+        let mut records = Records::new(&parsers);
         head.read_until(u64::MAX, &mut records, path)?;
         return Ok(records.into_csv(path, header));
     };
     let (first, second) = rayon::join(
         || {
-            let mut records = Records::new(header.len());
+            let mut records = Records::new(&parsers);
             let next = head.read_until(boundary, &mut records, path)?;
             Ok::<_, EmberError>((head, records, next))
         },
         || -> Result<Records> {
-            let mut records = Records::new(header.len());
+            let mut records = Records::new(&parsers);
             Reader::open(path, delimiter, boundary)?.read_until(u64::MAX, &mut records, path)?;
             Ok(records)
         },
@@ -190,15 +272,22 @@ fn io(e: &std::io::Error) -> String {
 }
 
 /// Each column's cells and each record's line, as records are read.
-struct Records {
+struct Records<'a> {
     columns: Vec<ColumnText>,
+    /// The parser of each column parsed as read.
+    parsers: &'a [Option<CellParser<'a>>],
     lines: Vec<u64>,
 }
 
-impl Records {
-    fn new(columns: usize) -> Records {
+impl<'a> Records<'a> {
+    fn new(parsers: &'a [Option<CellParser<'a>>]) -> Records<'a> {
+        let column = |p: &Option<CellParser>| match p {
+            Some(_) => ColumnText::parsed(),
+            None => ColumnText::default(),
+        };
         Records {
-            columns: (0..columns).map(|_| ColumnText::default()).collect(),
+            columns: parsers.iter().map(column).collect(),
+            parsers,
             lines: Vec::new(),
         }
     }
@@ -206,7 +295,7 @@ impl Records {
     /// Appends the records of a later stretch of the file, read by a reader that numbered its
     /// first line 1: that line is line `lines_before + 1` of the file. Their text stays where
     /// it was read, not copied.
-    fn append(&mut self, later: Records, lines_before: u64) {
+    fn append(&mut self, later: Records<'a>, lines_before: u64) {
         for (column, more) in self.columns.iter_mut().zip(later.columns) {
             column.after = Some(Box::new(more));
         }
@@ -215,17 +304,23 @@ impl Records {
     }
 
     /// Appends a record's cells, trimmed of white space; it must have one per column.
-    fn push<'a>(
+    fn push<'c>(
         &mut self,
         line: u64,
-        cells: impl Iterator<Item = &'a str>,
+        cells: impl Iterator<Item = &'c str>,
     ) -> std::result::Result<(), String> {
         let mut count = 0;
         for cell in cells {
-            if let Some(column) = self.columns.get_mut(count)
-                && !column.push(cell.trim())
-            {
-                return Err(format!("line {line}: {OVER_4_GIB}"));
+            if let Some(column) = self.columns.get_mut(count) {
+                let cell = trim(cell);
+                match self.parsers[count] {
+                    Some(parse) => column.push_value(parse(cell), cell),
+                    None => {
+                        if !column.push(cell) {
+                            return Err(format!("line {line}: {OVER_4_GIB}"));
+                        }
+                    }
+                }
             }
             count += 1;
         }
@@ -246,6 +341,16 @@ impl Records {
             columns: self.columns,
             lines: self.lines,
         }
+    }
+}
+
+/// `cell` without white space at either end. Most cells begin and end with a printable ASCII
+/// byte, which is never white space, and skip `str::trim`'s scan for Unicode white space.
+fn trim(cell: &str) -> &str {
+    let printable = |b: Option<&u8>| b.is_some_and(|b| (0x21..0x7f).contains(b));
+    match printable(cell.as_bytes().first()) && printable(cell.as_bytes().last()) {
+        true => cell,
+        false => cell.trim(),
     }
 }
 
@@ -327,6 +432,7 @@ fn reserve(records: &mut Records, scale: f64) {
     for column in &mut records.columns {
         column.text.reserve(more(column.text.len()));
         column.ends.reserve(more(column.ends.len()));
+        column.values.reserve(more(column.values.len()));
     }
     records.lines.reserve(more(records.lines.len()));
 }
@@ -416,6 +522,23 @@ impl TextCsv {
         self.lines[r]
     }
 
+    /// Whether column `c` was parsed as it was read: it has values, not text.
+    pub fn is_parsed(&self, c: usize) -> bool {
+        self.columns[c].parsed
+    }
+
+    /// The values of column `c`, parsed as it was read, row by row (NaN where a cell was
+    /// missing or did not parse).
+    pub fn values(&self, c: usize) -> impl Iterator<Item = f64> + '_ {
+        self.columns[c].values()
+    }
+
+    /// The first row of column `c`, parsed as it was read, whose cell did not parse, and the
+    /// cell's text.
+    pub fn first_unreadable(&self, c: usize) -> Option<(usize, &str)> {
+        self.columns[c].first_unreadable()
+    }
+
     /// The text of column `c`, row by row, with each row's line.
     pub fn texts(&self, c: usize) -> impl Iterator<Item = (&str, u64)> {
         let column = &self.columns[c];
@@ -452,7 +575,7 @@ mod tests {
     #[test]
     fn two_readers_read_what_one_does_wherever_the_file_is_cut() {
         let path = file("awkward.csv", AWKWARD.as_bytes());
-        let one = read_text_at(&path, None).unwrap();
+        let one = read_text_at(&path, None, &|_| None).unwrap();
         assert_eq!(one.rows(), 7);
         assert_eq!(one.line(6), 14);
         assert_eq!(
@@ -465,13 +588,63 @@ mod tests {
             assert_eq!(csv.drop_missing_labels(&["c".into()], &missing).unwrap(), 1);
             rows(&csv)
         };
-        let one_labelled = labelled(read_text_at(&path, None).unwrap());
+        let one_labelled = labelled(read_text_at(&path, None, &|_| None).unwrap());
         for byte in 0..=AWKWARD.len() as u64 + 1 {
-            let two = read_text_at(&path, Some(byte)).unwrap();
+            let two = read_text_at(&path, Some(byte), &|_| None).unwrap();
             assert_eq!(two.header, one.header, "cut at {byte}");
             assert_eq!(rows(&two), rows(&one), "cut at {byte}");
             assert_eq!(labelled(two), one_labelled, "cut at {byte}");
         }
+    }
+
+    #[test]
+    fn a_column_parsed_as_read_holds_what_its_text_parses_to_wherever_the_file_is_cut() {
+        let path = file("parsed.csv", AWKWARD.as_bytes());
+        let parse = |t: &str| match t {
+            "NA" => Some(f64::NAN),
+            _ => t.parse::<f64>().ok(),
+        };
+        // Column `a` parsed as read (its byte-order-marked "19" does not parse); `c`, the
+        // label, stays text.
+        let parser_of = |name: &str| (name == "a").then_some(&parse as CellParser);
+        // Column a's values as bits, and its first cell that did not parse.
+        let parsed = |csv: &TextCsv| {
+            let first = csv.first_unreadable(0).map(|(r, t)| (r, t.to_string()));
+            (csv.values(0).map(f64::to_bits).collect::<Vec<_>>(), first)
+        };
+        let from_text = |csv: &TextCsv| {
+            let value = |r: usize| parse(csv.cell(0, r));
+            let bits = (0..csv.rows()).map(|r| value(r).unwrap_or(f64::NAN).to_bits());
+            let first = (0..csv.rows()).find(|&r| value(r).is_none());
+            (
+                bits.collect(),
+                first.map(|r| (r, csv.cell(0, r).to_string())),
+            )
+        };
+        let missing = crate::data::columns::Missing::default();
+        let label = |csv: &mut TextCsv| csv.drop_missing_labels(&["c".into()], &missing).unwrap();
+        let mut text = read_text_at(&path, None, &|_| None).unwrap();
+        let expected = from_text(&text);
+        assert_eq!(expected.1, Some((4, "\u{feff}19".to_string())));
+        assert_eq!(label(&mut text), 1);
+        let expected_labelled = from_text(&text);
+        for byte in [None]
+            .into_iter()
+            .chain((0..=AWKWARD.len() as u64 + 1).map(Some))
+        {
+            let mut read = read_text_at(&path, byte, &parser_of).unwrap();
+            assert_eq!(parsed(&read), expected, "cut at {byte:?}");
+            assert_eq!(read.texts(1).count(), 7);
+            // Rows left out for a missing label: the values and unreadable cells follow them.
+            assert_eq!(label(&mut read), 1);
+            assert_eq!(parsed(&read), expected_labelled, "cut at {byte:?}");
+            assert_eq!(rows_of(&read, 1), rows_of(&text, 1), "cut at {byte:?}");
+        }
+    }
+
+    /// Column `c`'s text with each row's line.
+    fn rows_of(csv: &TextCsv, c: usize) -> Vec<(String, u64)> {
+        csv.texts(c).map(|(t, l)| (t.to_string(), l)).collect()
     }
 
     #[test]
@@ -480,8 +653,8 @@ mod tests {
             let rows_text: String = (0..100).map(|i| format!("{i},{}{end}", 2 * i)).collect();
             let text = format!("a,b{end}{rows_text}");
             let path = file(&format!("halves-{}.csv", end.len()), text.as_bytes());
-            let one = read_text_at(&path, None).unwrap();
-            let two = read_text_at(&path, Some(text.len() as u64 / 2)).unwrap();
+            let one = read_text_at(&path, None, &|_| None).unwrap();
+            let two = read_text_at(&path, Some(text.len() as u64 / 2), &|_| None).unwrap();
             assert!(
                 two.columns[0].after.is_some(),
                 "{end:?}: the second half was kept"
@@ -504,7 +677,10 @@ mod tests {
         ] {
             let path = file(name, text);
             for byte in 0..=text.len() as u64 {
-                let err = read_text_at(&path, Some(byte)).err().unwrap().to_string();
+                let err = read_text_at(&path, Some(byte), &|_| None)
+                    .err()
+                    .unwrap()
+                    .to_string();
                 assert!(err.ends_with(error), "cut at {byte}: {err}");
             }
         }

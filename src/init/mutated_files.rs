@@ -132,10 +132,10 @@ fn two_readers_read_mutated_files_as_one_does() {
     use crate::data::text_csv::read_text_at;
     for (case, text) in mutated_files() {
         let path = crate::data::test_file("mutated-halves", "t.csv", &text);
-        let one = reading(read_text_at(&path, None));
+        let one = reading(read_text_at(&path, None, &|_| None));
         // The middle, and a byte that moves over the file from case to case.
         for cut in [text.len() / 2, case * 7919 % (text.len() + 1)] {
-            let two = reading(read_text_at(&path, Some(cut as u64)));
+            let two = reading(read_text_at(&path, Some(cut as u64), &|_| None));
             assert_eq!(two, one, "case {case}, cut at {cut}");
         }
     }
@@ -202,7 +202,7 @@ fn the_reader_reads_mutated_files_as_the_csv_crate_does() {
     use crate::data::text_csv::read_text_at;
     for (case, text) in mutated_files() {
         let path = crate::data::test_file("mutated-csv", "t.csv", &text);
-        let ours = reading(read_text_at(&path, None));
+        let ours = reading(read_text_at(&path, None, &|_| None));
         let theirs = csv_crate_reading(&path);
         assert_eq!(
             ours,

@@ -21,6 +21,7 @@ pub mod infer;
 
 use super::Matrix;
 use super::table::TextCsv;
+use super::text_csv::{CellParser, read_parsing};
 use crate::error::Result;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -299,6 +300,48 @@ enum Parsed {
 /// A column's parse failed at this row with this error.
 type BadCell = (usize, crate::error::EmberError);
 
+/// Reads `path` as [`read_text`](super::table::read_text) does, but parses each numeric or
+/// date column of `kinds` as the file is read, so that its text is never kept: the same
+/// values, and the same errors (when the column is fitted or encoded), as [`parse_column`].
+pub fn read_typed(
+    path: &std::path::Path,
+    kinds: &std::collections::BTreeMap<String, ColumnKind>,
+    missing: &Missing,
+) -> Result<TextCsv> {
+    let cell = |kind: ColumnKind, t: &str| match missing.is(t) {
+        true => Some(f64::NAN),
+        false => value_of(kind, t),
+    };
+    let number = |t: &str| cell(ColumnKind::Numeric, t);
+    let date = |t: &str| cell(ColumnKind::Date, t);
+    read_parsing(path, &|name| -> Option<CellParser> {
+        match kinds.get(name)? {
+            ColumnKind::Numeric => Some(&number),
+            ColumnKind::Date => Some(&date),
+            _ => None,
+        }
+    })
+}
+
+/// The values of column `c`, parsed as `kind` as it was read (NaN where missing); an error
+/// names its first cell that did not parse.
+fn read_values(
+    csv: &TextCsv,
+    c: usize,
+    kind: ColumnKind,
+) -> std::result::Result<impl Iterator<Item = f64> + '_, BadCell> {
+    if let Some((r, cell)) = csv.first_unreadable(c) {
+        let name = &csv.header[c];
+        let line = csv.line(r);
+        let error = scalar(csv, name, kind, cell, line).err();
+        let error = error.unwrap_or_else(|| {
+            csv.fail(format!("line {line}: column \"{name}\" holds \"{cell}\""))
+        });
+        return Err((r, error));
+    }
+    Ok(csv.values(c))
+}
+
 /// The cells of column `c` parsed as `kind`; an error names the first bad cell's line.
 fn parse_column(
     csv: &TextCsv,
@@ -333,12 +376,27 @@ fn first_bad_cell<T>(results: Vec<std::result::Result<T, BadCell>>) -> Result<Ve
 }
 
 /// Column `c`'s cells as [`Parsed`], the numbers narrowed to f32 once fitted.
-fn parsed(kind: ColumnKind, values: Vec<f64>) -> Parsed {
+fn parsed(kind: ColumnKind, values: impl Iterator<Item = f64>) -> Parsed {
     match kind {
-        ColumnKind::Numeric => Parsed::Numbers(values.iter().map(|v| *v as f32).collect()),
-        ColumnKind::Date => Parsed::Days(values),
+        ColumnKind::Numeric => Parsed::Numbers(values.map(|v| v as f32).collect()),
+        ColumnKind::Date => Parsed::Days(values.collect()),
         _ => Parsed::Text,
     }
+}
+
+/// [`parsed`], and the values that are not missing (for the median), in one pass.
+fn parsed_and_present(
+    kind: ColumnKind,
+    values: impl Iterator<Item = f64>,
+    rows: usize,
+) -> (Parsed, Vec<f64>) {
+    let mut present = Vec::with_capacity(rows);
+    let values = values.inspect(|v| {
+        if !v.is_nan() {
+            present.push(*v);
+        }
+    });
+    (parsed(kind, values), present)
 }
 
 fn fit_column(
@@ -359,8 +417,13 @@ fn fit_column(
     };
     match kind {
         ColumnKind::Numeric | ColumnKind::Date => {
-            let values = parse_column(csv, c, kind, missing)?;
-            let mut present: Vec<f64> = values.iter().copied().filter(|v| !v.is_nan()).collect();
+            let (cells, mut present) = match csv.is_parsed(c) {
+                true => parsed_and_present(kind, read_values(csv, c, kind)?, csv.rows()),
+                false => {
+                    let values = parse_column(csv, c, kind, missing)?;
+                    parsed_and_present(kind, values.into_iter(), csv.rows())
+                }
+            };
             if present.is_empty() {
                 return Err((csv.rows(), csv.fail(format!(
                     "column \"{name}\" ({}) has no value in any row; mark it \"ignore\" in data.columns",
@@ -369,7 +432,7 @@ fn fit_column(
             }
             enc.indicator = present.len() < csv.rows();
             enc.fill = Some(median(&mut present, kind));
-            Ok((enc, parsed(kind, values)))
+            Ok((enc, cells))
         }
         ColumnKind::Category => {
             let present = csv.texts(c).filter(|(t, _)| !missing.is(t));
@@ -421,11 +484,7 @@ fn levels<'a>(cells: impl Iterator<Item = &'a str>, most: usize) -> Vec<String> 
 
 /// A numeric cell's value, or a date cell's day; an error names the line, column and cell.
 fn scalar(csv: &TextCsv, name: &str, kind: ColumnKind, cell: &str, line: u64) -> Result<f64> {
-    let value = match kind {
-        ColumnKind::Date => dates::parse(cell).map(|d| d as f64),
-        _ => crate::data::number::finite(cell),
-    };
-    value.ok_or_else(|| {
+    value_of(kind, cell).ok_or_else(|| {
         let hint = match kind {
             ColumnKind::Date => format!("not a date ({})", dates::SPELLINGS),
             _ => "not a number; if it means a missing cell, add it to data.missing_values".into(),
@@ -435,6 +494,14 @@ fn scalar(csv: &TextCsv, name: &str, kind: ColumnKind, cell: &str, line: u64) ->
             kind.name()
         ))
     })
+}
+
+/// A numeric cell's value, or a date cell's day; `None` when the cell is neither.
+fn value_of(kind: ColumnKind, cell: &str) -> Option<f64> {
+    match kind {
+        ColumnKind::Date => dates::parse(cell).map(|d| d as f64),
+        _ => crate::data::number::finite(cell),
+    }
 }
 
 /// What [`encode`] met that training had not: per column, how many cells had a level never
@@ -476,9 +543,13 @@ pub fn encode(
         .collect::<Result<Vec<usize>>>()?;
     // Each column parsed in parallel; the error reported is the file's first bad cell.
     let parsed: Vec<std::result::Result<Parsed, BadCell>> = (columns.par_iter().zip(encodings))
-        .map(|(&c, enc)| match enc.kind {
-            ColumnKind::Category => Ok(Parsed::Text),
-            kind => Ok(parsed(kind, parse_column(csv, c, kind, missing)?)),
+        .map(|(&c, enc)| match (enc.kind, csv.is_parsed(c)) {
+            (ColumnKind::Category, _) => Ok(Parsed::Text),
+            (kind, true) => Ok(parsed(kind, read_values(csv, c, kind)?)),
+            (kind, false) => Ok(parsed(
+                kind,
+                parse_column(csv, c, kind, missing)?.into_iter(),
+            )),
         })
         .collect();
     let parsed = first_bad_cell(parsed)?;

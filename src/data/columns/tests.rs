@@ -26,9 +26,27 @@ fn fit_embedded(
     missing: &Missing,
     embed: &Embed,
 ) -> Result<Vec<Encoding>> {
-    let (encodings, encoded, unseen) = fit_and_encode(csv, inputs, missing, embed, None)?;
-    let (again, unseen_again) = encode(csv, &encodings, missing).unwrap();
+    let fitted = fit_and_encode(csv, inputs, missing, embed, None);
     let bits = |m: &Matrix| m.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    // The same file with its numeric and date columns parsed as it is read: the same
+    // encodings and rows, or the same error; and encoded again, the same rows or error.
+    let kinds: BTreeMap<String, ColumnKind> = (inputs.iter())
+        .map(|(c, k)| (csv.header[*c].clone(), *k))
+        .collect();
+    let parsed = read_typed(&csv.path, &kinds, missing).unwrap();
+    let as_read = fit_and_encode(&parsed, inputs, missing, embed, None);
+    match (&fitted, &as_read) {
+        (Ok((e, m, u)), Ok((e2, m2, u2))) => {
+            assert_eq!((e, u), (e2, u2));
+            assert_eq!(bits(m), bits(m2));
+            let (again, unseen_again) = encode(&parsed, e, missing).unwrap();
+            assert_eq!((bits(&again), &unseen_again), (bits(m), u));
+        }
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+        _ => panic!("read as text and parsed as read differ: {fitted:?} / {as_read:?}"),
+    }
+    let (encodings, encoded, unseen) = fitted?;
+    let (again, unseen_again) = encode(csv, &encodings, missing).unwrap();
     assert_eq!((encoded.rows, encoded.cols), (again.rows, again.cols));
     assert_eq!(bits(&encoded), bits(&again));
     assert_eq!(unseen, unseen_again);
@@ -380,11 +398,48 @@ fn the_error_names_the_files_first_bad_cell() {
     );
     let good = csv("good.csv", "a,b,y\n1,2,0\n3,4,1\n");
     let enc = fit(&good, &inputs, &Missing::default()).unwrap();
-    let err = encode(&t, &enc, &Missing::default())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("line 3: column \"b\" (numeric) holds \"x\""),
-        "{err}"
+    let parsed = read_typed(
+        &t.path,
+        &typed(&[("a", Numeric), ("b", Numeric)]),
+        &Missing::default(),
     );
+    for file in [t, parsed.unwrap()] {
+        let err = encode(&file, &enc, &Missing::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 3: column \"b\" (numeric) holds \"x\""),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_cell_in_a_row_left_out_for_its_missing_label_is_no_error() {
+    use ColumnKind::*;
+    let text = "a,d,y\n1,2024-01-01,0\nabc,2024-13-01,NA\n3,,1\nx,2024-01-05,\n5,2024-01-03,1\n";
+    let t = csv("dropped.csv", text);
+    let kinds = typed(&[("a", Numeric), ("d", Date)]);
+    let missing = Missing::default();
+    let mut parsed = read_typed(&t.path, &kinds, &missing).unwrap();
+    assert_eq!(
+        parsed.drop_missing_labels(&["y".into()], &missing).unwrap(),
+        2
+    );
+    assert!(parsed.first_unreadable(0).is_none() && parsed.first_unreadable(1).is_none());
+    let days = |d: &str| dates::parse(d).unwrap() as f64;
+    let values: Vec<f64> = parsed.values(1).collect();
+    assert_eq!(values[0], days("2024-01-01"));
+    assert!(values[1].is_nan());
+    assert_eq!(values[2], days("2024-01-03"));
+    let (enc, m, _) = fit_and_encode(
+        &parsed,
+        &[(0, Numeric), (1, Date)],
+        &missing,
+        &Embed::default(),
+        None,
+    )
+    .unwrap();
+    assert_eq!((enc[0].fill, enc[0].indicator), (Some(3.0), false));
+    assert_eq!(m.rows, 3);
 }
