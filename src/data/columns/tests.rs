@@ -443,3 +443,35 @@ fn a_bad_cell_in_a_row_left_out_for_its_missing_label_is_no_error() {
     assert_eq!((enc[0].fill, enc[0].indicator), (Some(3.0), false));
     assert_eq!(m.rows, 3);
 }
+
+#[test]
+fn a_table_of_many_blocks_counts_each_unseen_cell_once() {
+    // 66 inputs a row (64 levels, missing, other): blocks of 1,985 rows, so 3 blocks here.
+    let rows = 5000;
+    let mut text = String::from("c,y\n");
+    for r in 0..rows {
+        writeln_row(&mut text, &[&format!("l{}", r * 3 % 70), "0"]);
+    }
+    let t = csv("blocks.csv", &text);
+    assert!(rows > 2 * encode_rows(66));
+    let (enc, m, unseen) = fit_and_encode(
+        &t,
+        &[(0, ColumnKind::Category)],
+        &Missing::default(),
+        &Embed::default(),
+        None,
+    )
+    .unwrap();
+    let levels = enc[0].levels.as_ref().unwrap();
+    assert_eq!((levels.len(), m.cols), (MAX_LEVELS, MAX_LEVELS + 2));
+    let others = (0..rows)
+        .filter(|r| !levels.contains(&format!("l{}", r * 3 % 70)))
+        .count();
+    assert_eq!(unseen, Unseen(vec![("c".to_string(), others)]));
+    // Each row holds one 1, in the other slot exactly for those cells.
+    let other_slot = (0..rows)
+        .filter(|&r| m.row(r)[MAX_LEVELS + 1] == 1.0)
+        .count();
+    assert_eq!(other_slot, others);
+    assert!((0..rows).all(|r| m.row(r).iter().sum::<f32>() == 1.0));
+}
