@@ -88,12 +88,6 @@ impl ColumnText {
         self.values.push(value.unwrap_or(f64::NAN));
     }
 
-    /// Each row's value, in both halves (a parsed column).
-    fn values(&self) -> impl Iterator<Item = f64> + '_ {
-        let after = self.after.iter().flat_map(|a| a.values.iter());
-        self.values.iter().chain(after).copied()
-    }
-
     /// The first row whose cell did not parse, and its text (a parsed column).
     fn first_unreadable(&self) -> Option<(usize, &str)> {
         let own = self.unreadable.first().map(|(r, t)| (*r, t.as_str()));
@@ -527,10 +521,13 @@ impl TextCsv {
         self.columns[c].parsed
     }
 
-    /// The values of column `c`, parsed as it was read, row by row (NaN where a cell was
-    /// missing or did not parse).
-    pub fn values(&self, c: usize) -> impl Iterator<Item = f64> + '_ {
-        self.columns[c].values()
+    /// The values of column `c`, parsed as it was read (NaN where a cell was missing or did not
+    /// parse), in the two parts its readers read: the rows of the second follow the first's
+    /// (it is empty when one reader read the file).
+    pub fn value_halves(&self, c: usize) -> [&[f64]; 2] {
+        let column = &self.columns[c];
+        let after = column.after.as_ref().map_or(&[][..], |a| &a.values[..]);
+        [&column.values, after]
     }
 
     /// The first row of column `c`, parsed as it was read, whose cell did not parse, and the
@@ -610,7 +607,14 @@ mod tests {
         // Column a's values as bits, and its first cell that did not parse.
         let parsed = |csv: &TextCsv| {
             let first = csv.first_unreadable(0).map(|(r, t)| (r, t.to_string()));
-            (csv.values(0).map(f64::to_bits).collect::<Vec<_>>(), first)
+            (
+                csv.value_halves(0)
+                    .concat()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>(),
+                first,
+            )
         };
         let from_text = |csv: &TextCsv| {
             let value = |r: usize| parse(csv.cell(0, r));
