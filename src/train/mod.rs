@@ -252,7 +252,7 @@ pub(crate) fn load_data(config: &mut JobConfig, console: &Console) -> Result<Hos
     resolve_from_data(config, &data)?;
     check_batches(config, data.train.rows())?;
     console.line(&format!(
-        "data: {} ({} train rows, {} valid rows; read in {:.1} s)",
+        "data: {} ({} train rows, {} valid rows; read in {:.2} s)",
         data.source,
         data.train.rows(),
         data.valid.rows(),
