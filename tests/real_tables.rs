@@ -263,6 +263,44 @@ fn the_raw_penguins_table_drafts_trains_and_predicts() {
     assert_eq!(text.lines().count(), 345);
 }
 
+/// A run whose config lost its `[[data.encoding]]` (deleted by hand, as a config error's
+/// message suggests for training) evaluates another file as the numbers of its columns, as
+/// before typed tables parsed their columns while reading: no panic on a column parsed as read
+/// but then taken as text.
+#[test]
+fn a_run_without_its_encoding_evaluates_a_file_as_numbers() {
+    let dir = scratch("tables-no-encoding");
+    let wine = common::root().join("examples/wine.csv");
+    let (cfg, _) = drafted(&dir, &wine, "cultivar", 1);
+    let run = dir.join("run");
+    ok(&train(&cfg, &run));
+    let resolved = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    let tables: Vec<&str> = resolved.split_inclusive('\n').collect();
+    // Every table but the [[data.encoding]] ones, each running to the next header.
+    let mut kept = String::new();
+    let mut in_encoding = false;
+    for line in tables {
+        if line.starts_with('[') {
+            in_encoding = line.starts_with("[[data.encoding]]");
+        }
+        if !in_encoding {
+            kept.push_str(line);
+        }
+    }
+    assert!(resolved.contains("[[data.encoding]]") && !kept.contains("data.encoding"));
+    std::fs::write(run.join("config.toml"), kept).unwrap();
+    let eval = ember(&[
+        "eval",
+        path_str(&run),
+        "--data",
+        path_str(&wine),
+        "--device",
+        "cpu",
+    ]);
+    ok(&eval);
+    assert!(stdout(&eval).contains("(178 rows"), "{}", stdout(&eval));
+}
+
 #[test]
 fn bad_typed_tables_get_one_line() {
     let dir = scratch("tables-bad");

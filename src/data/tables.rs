@@ -182,7 +182,13 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
     let Some(path) = &spec.csv else {
         return built_in(config);
     };
-    let mut csv = read_table(path, spec, spec.encoding.as_deref())?;
+    // Typed columns (and only they) are parsed as read: with the run's encoding when it is
+    // resumed, else with [data.columns] as they are fitted.
+    let kinds = (spec.columns.as_ref()).map(|typed| match &spec.encoding {
+        Some(encoding) => kinds_of(encoding),
+        None => typed.clone(),
+    });
+    let mut csv = read_table(path, spec, kinds)?;
     let missing = spec.missing();
     // Inputs fitted here are encoded in the same pass, each cell parsed once, and in split order.
     let (mut fitted, mut split_at) = (None, None);
@@ -330,21 +336,22 @@ fn read_other(
     to_split_noting(&csv, spec, inputs, config.task, classes)
 }
 
-/// A table file. The numeric and date inputs of a typed table (the run's `encoding`, else
-/// `[data.columns]`) are parsed as the file is read, and keep no text.
-fn read_table(
-    path: &Path,
-    spec: &TableSpec,
-    encoding: Option<&[Encoding]>,
-) -> Result<table::TextCsv> {
-    let mut kinds: std::collections::BTreeMap<String, columns::ColumnKind> =
-        match (encoding, &spec.columns) {
-            (Some(encoding), _) => (encoding.iter())
-                .map(|e| (e.column.clone(), e.kind))
-                .collect(),
-            (None, Some(typed)) => typed.clone(),
-            (None, None) => return table::read_text(path),
-        };
+/// Each encoded column's kind.
+fn kinds_of(encoding: &[Encoding]) -> Kinds {
+    (encoding.iter())
+        .map(|e| (e.column.clone(), e.kind))
+        .collect()
+}
+
+type Kinds = std::collections::BTreeMap<String, columns::ColumnKind>;
+
+/// A table file. With the `kinds` of a typed table's columns, its numeric and date inputs are
+/// parsed as the file is read, and keep no text: only for a file read through the typed path
+/// ([`columns::fit_and_encode`] or [`columns::encode`]), which takes their values.
+fn read_table(path: &Path, spec: &TableSpec, kinds: Option<Kinds>) -> Result<table::TextCsv> {
+    let Some(mut kinds) = kinds else {
+        return table::read_text(path);
+    };
     // Read as text wherever a config names them: the labels and the scalar column.
     for name in spec.targets.iter().chain(&spec.scalar_column) {
         kinds.remove(name);
@@ -359,7 +366,7 @@ fn read_labelled(
     spec: &TableSpec,
     encoding: Option<&[Encoding]>,
 ) -> Result<table::TextCsv> {
-    let mut csv = read_table(path, spec, encoding)?;
+    let mut csv = read_table(path, spec, encoding.map(kinds_of))?;
     if encoding.is_some() {
         let dropped = csv.drop_missing_labels(&spec.targets, &spec.missing())?;
         if dropped > 0 {
