@@ -53,6 +53,18 @@ impl ColumnText {
         }
     }
 
+    /// This half's cells in order (a text column): each from the end of the one before, where
+    /// [`ColumnText::cell`] looks up both ends of each.
+    fn own_cells(&self) -> impl Iterator<Item = &str> {
+        debug_assert!(!self.parsed, "a parsed column keeps no text");
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let cell = &self.text[start..end as usize];
+            start = end as usize;
+            cell
+        })
+    }
+
     fn cell(&self, r: usize) -> &str {
         debug_assert!(!self.parsed, "a parsed column keeps no text");
         if let Some(after) = &self.after
@@ -539,7 +551,11 @@ impl TextCsv {
     /// The text of column `c`, row by row, with each row's line.
     pub fn texts(&self, c: usize) -> impl Iterator<Item = (&str, u64)> {
         let column = &self.columns[c];
-        (self.lines.iter().enumerate()).map(move |(r, line)| (column.cell(r), *line))
+        let after = column.after.iter().flat_map(|a| a.own_cells());
+        column
+            .own_cells()
+            .chain(after)
+            .zip(self.lines.iter().copied())
     }
 }
 
