@@ -130,9 +130,10 @@ impl ColumnText {
                 .filter(|(r, _)| mine[*r])
                 .map(|(r, t)| (index[*r], t.clone()))
                 .collect();
-        }
-        for (r, _) in mine.iter().enumerate().filter(|(_, k)| **k && !self.parsed) {
-            kept.push(self.cell(r));
+        } else {
+            for (cell, _) in self.own_cells().zip(mine).filter(|(_, k)| **k) {
+                kept.push(cell);
+            }
         }
         kept.after = self
             .after

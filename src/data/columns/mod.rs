@@ -323,13 +323,19 @@ pub fn read_typed(
     })
 }
 
-/// The values of column `c`, parsed as `kind` as it was read (NaN where missing), in the
-/// parts its readers read; an error names its first cell that did not parse.
-fn read_values(
+/// Column `c`'s values as `kind` (NaN where missing), handed to `use_parts` in the parts they
+/// are held in: as the file was read (one part per reader), or parsed from its text now; an
+/// error names the column's first cell that did not parse.
+fn with_values<R>(
     csv: &TextCsv,
     c: usize,
     kind: ColumnKind,
-) -> std::result::Result<[&[f64]; 2], BadCell> {
+    missing: &Missing,
+    use_parts: impl FnOnce(&[&[f64]]) -> R,
+) -> std::result::Result<R, BadCell> {
+    if !csv.is_parsed(c) {
+        return Ok(use_parts(&[&parse_column(csv, c, kind, missing)?]));
+    }
     if let Some((r, cell)) = csv.first_unreadable(c) {
         let name = &csv.header[c];
         let line = csv.line(r);
@@ -339,7 +345,7 @@ fn read_values(
         });
         return Err((r, error));
     }
-    Ok(csv.value_halves(c))
+    Ok(use_parts(&csv.value_halves(c)))
 }
 
 /// The cells of column `c` parsed as `kind`; an error names the first bad cell's line.
@@ -420,10 +426,9 @@ fn fit_column(
     };
     match kind {
         ColumnKind::Numeric | ColumnKind::Date => {
-            let (cells, mut present) = match csv.is_parsed(c) {
-                true => parsed_and_present(kind, &read_values(csv, c, kind)?),
-                false => parsed_and_present(kind, &[&parse_column(csv, c, kind, missing)?]),
-            };
+            let (cells, mut present) = with_values(csv, c, kind, missing, |parts| {
+                parsed_and_present(kind, parts)
+            })?;
             if present.is_empty() {
                 return Err((csv.rows(), csv.fail(format!(
                     "column \"{name}\" ({}) has no value in any row; mark it \"ignore\" in data.columns",
@@ -551,10 +556,9 @@ pub fn encode(
         .collect::<Result<Vec<usize>>>()?;
     // Each column parsed in parallel; the error reported is the file's first bad cell.
     let parsed: Vec<std::result::Result<Parsed, BadCell>> = (columns.par_iter().zip(encodings))
-        .map(|(&c, enc)| match (enc.kind, csv.is_parsed(c)) {
-            (ColumnKind::Category, _) => Ok(Parsed::Text),
-            (kind, true) => Ok(parsed(kind, &read_values(csv, c, kind)?)),
-            (kind, false) => Ok(parsed(kind, &[&parse_column(csv, c, kind, missing)?])),
+        .map(|(&c, enc)| match enc.kind {
+            ColumnKind::Category => Ok(Parsed::Text),
+            kind => with_values(csv, c, kind, missing, |parts| parsed(kind, parts)),
         })
         .collect();
     let parsed = first_bad_cell(parsed)?;
