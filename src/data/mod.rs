@@ -453,33 +453,41 @@ fn row_wise_stats(m: &Matrix) -> (Vec<f64>, Vec<f64>) {
 
 /// [`row_wise_stats`] of the columns `cols` of `m`.
 fn columns_stats(m: &Matrix, cols: std::ops::Range<usize>) -> (Vec<f64>, Vec<f64>) {
+    let at = |r: usize, c: usize| m.values[r * m.cols + cols.start + c];
+    stats_in_row_order(cols.len(), m.rows, at)
+        .into_iter()
+        .unzip()
+}
+
+/// The mean and (population) standard deviation of `columns` columns of `rows` rows, whose
+/// value at row `r` and column `c` is `at(r, c)`: each column's sums add its values in row
+/// order, as [`mean_and_std`] of the column alone would, bit for bit; the columns' sums are
+/// interleaved, so that they run side by side rather than each waiting on its last addition.
+/// A constant column gets a deviation of 1.
+pub fn stats_in_row_order(
+    columns: usize,
+    rows: usize,
+    at: impl Fn(usize, usize) -> f32,
+) -> Vec<(f64, f64)> {
     // The starting value of f64's `Sum`, so that even an all -0.0 column sums the same.
     let zero: f64 = std::iter::empty::<f64>().sum();
-    let n = m.rows.max(1) as f64;
-    let rows = || {
-        m.values
-            .chunks_exact(m.cols.max(1))
-            .map(|row| &row[cols.clone()])
-    };
-    let mut sums = vec![zero; cols.len()];
-    for row in rows() {
-        sums.iter_mut()
-            .zip(row)
-            .for_each(|(s, v)| *s += f64::from(*v));
-    }
-    let mean: Vec<f64> = sums.iter().map(|s| s / n).collect();
-    let mut squares = vec![zero; cols.len()];
-    for row in rows() {
-        for ((s, v), m) in squares.iter_mut().zip(row).zip(&mean) {
-            *s += (f64::from(*v) - m) * (f64::from(*v) - m);
+    let n = rows.max(1) as f64;
+    let mut sums = vec![zero; columns];
+    for r in 0..rows {
+        for (c, s) in sums.iter_mut().enumerate() {
+            *s += f64::from(at(r, c));
         }
     }
-    let std = squares
-        .iter()
-        .map(|s| s / n)
-        .map(|var| if var > 0.0 { var.sqrt() } else { 1.0 })
-        .collect();
-    (mean, std)
+    let mean: Vec<f64> = sums.iter().map(|s| s / n).collect();
+    let mut squares = vec![zero; columns];
+    for r in 0..rows {
+        for (c, (s, m)) in squares.iter_mut().zip(&mean).enumerate() {
+            *s += (f64::from(at(r, c)) - m) * (f64::from(at(r, c)) - m);
+        }
+    }
+    let std = squares.iter().map(|s| s / n);
+    let std = std.map(|var| if var > 0.0 { var.sqrt() } else { 1.0 });
+    mean.iter().copied().zip(std).collect()
 }
 
 /// The mean and (population) standard deviation of `values`; 1 for a constant column, so it

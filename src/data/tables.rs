@@ -5,7 +5,7 @@
 use super::columns::{self, Encoding};
 use super::table::InputColumns;
 use super::{HostData, HostSplit, Labels, class_count_fits, column_stats, split, synthetic, table};
-use crate::config::{Fold, JobConfig, Preset, TableSpec, Task};
+use crate::config::{Fold, JobConfig, Preset, Standardization, TableSpec, Task};
 use crate::error::{EmberError, Result};
 use crate::input_err;
 use std::path::Path;
@@ -23,6 +23,8 @@ struct Training {
     /// When the rows are already in [`split`]'s order, its training rows first: how many of
     /// them there are.
     split_at: Option<usize>,
+    /// The statistics that standardised `all` as it was encoded (its training rows').
+    stats: Option<Standardization>,
 }
 
 impl Training {
@@ -49,10 +51,11 @@ fn folds_of(all: HostSplit, source: &str, fold: Fold, seed: u64) -> Result<(Host
 
 /// Loads a table job's splits and applies its preprocessing.
 pub fn load(config: &JobConfig, spec: &TableSpec) -> Result<HostData> {
-    let training = read_training(config, spec)?;
+    let mut training = read_training(config, spec)?;
     let other = |path: &Path| read_other(path, config, spec, &training);
     let valid = spec.valid_csv.as_deref().map(other).transpose()?;
     let test = spec.test_csv.as_deref().map(other).transpose()?;
+    let (valid_file, fitted_stats) = (valid.is_some(), training.stats.take());
     let (train, valid) = match valid {
         Some(valid) => (training.all, valid),
         None => {
@@ -86,8 +89,17 @@ pub fn load(config: &JobConfig, spec: &TableSpec) -> Result<HostData> {
         image_size: None,
     };
     warn_constant_columns(&data);
-    if spec.standardize {
-        standardize(&mut data, spec)?;
+    match fitted_stats {
+        // The training file's rows were standardised as they were encoded; any other file not.
+        Some(stats) => {
+            let valid = valid_file.then_some(&mut data.valid);
+            for s in valid.into_iter().chain(data.test.as_mut()) {
+                super::apply_stats(s, &stats);
+            }
+            data.stats = Some(stats);
+        }
+        None if spec.standardize => standardize(&mut data, spec)?,
+        None => {}
     }
     if spec.standardize_target {
         let stats = spec
@@ -190,8 +202,9 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
     });
     let mut csv = read_table(path, spec, kinds)?;
     let missing = spec.missing();
-    // Inputs fitted here are encoded in the same pass, each cell parsed once, and in split order.
-    let (mut fitted, mut split_at) = (None, None);
+    // Inputs fitted here are encoded in the same pass, each cell parsed once, in split order,
+    // and standardised.
+    let (mut fitted, mut split_at, mut stats) = (None, None, None);
     let (features, encoding, dropped) = match &spec.columns {
         None => (Some(table::feature_names(&csv, spec)?), None, 0),
         Some(typed) => {
@@ -201,16 +214,14 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
                 None => {
                     let inputs = columns::typed_inputs(&csv, typed, &spec.targets)?;
                     let (order, train_rows) = split_order(config, spec, csv.rows()).unzip();
-                    let (encoding, matrix, unseen) = columns::fit_and_encode(
-                        &csv,
-                        &inputs,
-                        &missing,
-                        &spec.embed,
-                        order.as_deref(),
-                    )?;
-                    fitted = Some(InputColumns::Ready(matrix, unseen, order));
-                    split_at = train_rows;
-                    encoding
+                    let layout = columns::Layout {
+                        order: order.as_deref(),
+                        standardize: standardized_rows(spec, csv.rows(), train_rows),
+                    };
+                    let f = columns::fit_and_encode(&csv, &inputs, &missing, &spec.embed, layout)?;
+                    fitted = Some(InputColumns::Ready(f.matrix, f.unseen, order));
+                    (split_at, stats) = (train_rows, f.stats);
+                    f.encodings
                 }
             };
             (None, Some(encoding), dropped)
@@ -229,6 +240,7 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
         encoding,
         dropped,
         split_at,
+        stats,
     };
     let inputs = fitted.unwrap_or_else(|| training.inputs(&missing));
     let classes = training.classes.as_deref();
@@ -281,6 +293,7 @@ fn built_in(config: &JobConfig) -> Result<Training> {
         encoding: None,
         dropped: 0,
         split_at: None,
+        stats: None,
     })
 }
 
@@ -295,6 +308,20 @@ fn split_order(config: &JobConfig, spec: &TableSpec, rows: usize) -> Option<(Vec
     let train_rows = order.len();
     order.extend(valid);
     Some((order, train_rows))
+}
+
+/// When the training file's inputs are standardised as they are encoded: how many of its
+/// rows (in the encoding's order) are the training rows whose statistics scale them. Its rows
+/// are then all training rows (a validation file of their own), or the split's training rows
+/// first, ascending. Not for folds, whose training rows are not a prefix of the file, nor where
+/// the statistics are given (a resumed run), nor for a scalar column.
+fn standardized_rows(spec: &TableSpec, rows: usize, train_rows: Option<usize>) -> Option<usize> {
+    let fresh = spec.standardize && spec.stats.is_none() && spec.scalar_column.is_none();
+    match (fresh, spec.fold, train_rows) {
+        (true, None, Some(train)) => Some(train),
+        (true, None, None) if spec.valid_csv.is_some() => Some(rows),
+        _ => None,
+    }
 }
 
 /// Another file of a run's table (`ember eval --data`): all its rows, with the run's columns,
@@ -430,4 +457,71 @@ fn standardize(data: &mut HostData, spec: &TableSpec) -> Result<()> {
     }
     data.stats = Some(stats);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DataSpec;
+    use crate::data::{Matrix, test_file};
+
+    /// Every split of a typed table job whose `[data]` adds `extra` (where `FILE` stands for the
+    /// training file, to be named again), and the job's split seed: 60 rows of a number with
+    /// missing cells, a date, a category and a binary label.
+    fn loaded(folder: &str, extra: &str) -> (HostData, u64) {
+        let mut table = String::from("x,d,c,y\n");
+        for r in 0..60 {
+            let x = if r % 7 == 3 {
+                String::new()
+            } else {
+                format!("{}.25", r * r % 17)
+            };
+            let day = 1 + r % 28;
+            let c = ["a", "b", "c"][r % 3];
+            table.push_str(&format!("{x},2024-03-{day:02},{c},{}\n", r % 2));
+        }
+        let csv = test_file(folder, "t.csv", table);
+        let job = test_file(
+            folder,
+            "job.toml",
+            format!(
+                "task = \"binary\"\nepochs = 1\nbatch_size = 8\n[model]\nhidden = []\n[sgd]\nlr = 0.1\n[data]\n\
+                 csv = {csv:?}\nlabel = \"y\"\nstandardize = true\n{}\n\
+                 [data.columns]\nx = \"numeric\"\nd = \"date\"\nc = \"category\"\n",
+                extra.replace("FILE", &format!("{csv:?}"))
+            ),
+        );
+        let config = crate::config::load(&job).unwrap();
+        let DataSpec::Table(spec) = &config.data else {
+            panic!("a table job")
+        };
+        (load(&config, spec).unwrap(), config.split_seed())
+    }
+
+    fn bits(m: &Matrix) -> Vec<u32> {
+        m.values.iter().map(|v| v.to_bits()).collect()
+    }
+
+    #[test]
+    fn the_training_file_standardised_as_encoded_matches_another_file_standardised_after() {
+        // Split from the training file (standardised as encoded): its rows are the test
+        // file's (the same file, standardised after encoding) in the split's order.
+        let (split, seed) = loaded("tables-split", "valid_fraction = 0.25\ntest_csv = FILE");
+        let test = split.test.as_ref().unwrap();
+        let (train, valid) = super::super::split_rows(60, 0.25, seed);
+        let order: Vec<usize> = train.iter().chain(&valid).copied().collect();
+        let encoded = [bits(&split.train.features), bits(&split.valid.features)].concat();
+        assert_eq!(encoded, bits(&test.features.take(&order)));
+        // The statistics are the training rows': their scaled inputs (x, then the date's five
+        // parts, after x's missing indicator) have mean 0.
+        let stats = column_stats(&split.train);
+        let scaled = [0, 2, 3, 4, 5, 6].map(|i| stats.mean[i]);
+        assert!(scaled.iter().all(|m| m.abs() < 1e-6), "{stats:?}");
+        // A validation file of its own: the training file's rows are all training rows, and
+        // the validation file (the same rows) is standardised with their statistics.
+        let (files, _) = loaded("tables-files", "valid_csv = FILE\ntest_csv = FILE");
+        let test = bits(&files.test.as_ref().unwrap().features);
+        assert_eq!(bits(&files.train.features), test);
+        assert_eq!(bits(&files.valid.features), test);
+    }
 }

@@ -18,10 +18,12 @@
 
 pub mod dates;
 pub mod infer;
+mod scaling;
 
 use super::Matrix;
 use super::table::TextCsv;
 use super::text_csv::{CellParser, read_parsing};
+use crate::config::Standardization;
 use crate::error::Result;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -264,27 +266,81 @@ pub fn typed_inputs(
 /// The width of each embedded column's vectors (`[data.embed]`).
 pub type Embed = std::collections::BTreeMap<String, usize>;
 
+/// How [`fit_and_encode`] lays out the rows it encodes, and whether it standardises them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Layout<'a> {
+    /// The file's row `order[i]` as the matrix's row `i`; `None` keeps the file's order.
+    pub order: Option<&'a [usize]>,
+    /// Standardise every row's numeric and date inputs with the statistics of the first `n`
+    /// rows of that order: the training rows, which must be ascending in the file.
+    pub standardize: Option<usize>,
+}
+
+/// What [`fit_and_encode`] fits and encodes.
+#[derive(Debug)]
+pub struct Fitted {
+    pub encodings: Vec<Encoding>,
+    pub matrix: Matrix,
+    pub unseen: Unseen,
+    /// The statistics that standardised the rows, where the layout asked for it.
+    pub stats: Option<Standardization>,
+}
+
 /// The encodings of `inputs`, fitted on the rows of `csv` (the training file), and those rows
-/// encoded with them (row `order[i]` as the matrix's row `i` when an order is given, else in
-/// the file's order): each cell is parsed once, for both.
+/// encoded with them, laid out (and standardised) as `layout` says: each cell is parsed once,
+/// for both.
 pub fn fit_and_encode(
     csv: &TextCsv,
     inputs: &[(usize, ColumnKind)],
     missing: &Missing,
     embed: &Embed,
-    order: Option<&[usize]>,
-) -> Result<(Vec<Encoding>, Matrix, Unseen)> {
+    layout: Layout,
+) -> Result<Fitted> {
+    let in_file_order: Vec<usize>;
+    let order = match layout.order {
+        Some(order) => order,
+        None => {
+            in_file_order = (0..csv.rows()).collect();
+            &in_file_order
+        }
+    };
+    let train = layout.standardize.map(|n| &order[..n]);
+    debug_assert!(
+        train.is_none_or(|t| t.is_sorted()),
+        "training rows ascending"
+    );
     // Each column in parallel; the error reported is the file's first bad cell.
-    let fitted: Vec<std::result::Result<(Encoding, Parsed), BadCell>> = inputs
+    let fitted: Vec<std::result::Result<_, BadCell>> = inputs
         .par_iter()
         .map(|&(c, kind)| fit_column(csv, c, kind, missing, embed.get(&csv.header[c])))
         .collect();
-    let (encodings, parsed): (Vec<Encoding>, Vec<Parsed>) =
-        first_bad_cell(fitted)?.into_iter().unzip();
+    let fitted = first_bad_cell(fitted)?;
+    // Without standardisation, no column has scales.
+    let fitted: Vec<Fit> = match train {
+        Some(rows) => scaling::fit(fitted, rows),
+        None => (fitted.into_iter())
+            .map(|(e, p)| (e, p, Vec::new()))
+            .collect(),
+    };
     let columns: Vec<usize> = inputs.iter().map(|(c, _)| *c).collect();
-    let (matrix, unseen) = interleave(csv, &columns, (&encodings, &parsed), missing, order);
-    Ok((encodings, matrix, unseen))
+    let (matrix, unseen) = interleave(csv, &columns, &fitted, missing, order);
+    let stats = train.map(|_| {
+        let scales = fitted.iter().flat_map(|(_, _, s)| s);
+        let (mean, std) = scales.copied().unzip();
+        Standardization { mean, std }
+    });
+    let encodings = fitted.into_iter().map(|(e, _, _)| e).collect();
+    Ok(Fitted {
+        encodings,
+        matrix,
+        unseen,
+        stats,
+    })
 }
+
+/// A column's encoding, its parsed cells, and its inputs' scales (none where the rows are not
+/// standardised as they are encoded).
+type Fit = (Encoding, Parsed, Vec<scaling::Scale>);
 
 /// One column's cells, parsed once for its fit and its encoding.
 enum Parsed {
@@ -555,46 +611,35 @@ pub fn encode(
         .map(|enc| csv.column(&enc.column, "a column of the run's data.encoding"))
         .collect::<Result<Vec<usize>>>()?;
     // Each column parsed in parallel; the error reported is the file's first bad cell.
-    let parsed: Vec<std::result::Result<Parsed, BadCell>> = (columns.par_iter().zip(encodings))
-        .map(|(&c, enc)| match enc.kind {
-            ColumnKind::Category => Ok(Parsed::Text),
-            kind => with_values(csv, c, kind, missing, |parts| parsed(kind, parts)),
+    let parsed: Vec<std::result::Result<Fit, BadCell>> = (columns.par_iter().zip(encodings))
+        .map(|(&c, enc)| {
+            let cells = match enc.kind {
+                ColumnKind::Category => Parsed::Text,
+                kind => with_values(csv, c, kind, missing, |parts| parsed(kind, parts))?,
+            };
+            Ok((enc.clone(), cells, Vec::new()))
         })
         .collect();
     let parsed = first_bad_cell(parsed)?;
-    Ok(interleave(
-        csv,
-        &columns,
-        (encodings, &parsed),
-        missing,
-        None,
-    ))
+    let in_file_order: Vec<usize> = (0..csv.rows()).collect();
+    Ok(interleave(csv, &columns, &parsed, missing, &in_file_order))
 }
 
-/// Writes the inputs of each column (file column `columns[i]`, encoded by `encodings[i]`)
-/// into the rows of one matrix, the file's row `order[i]` as row `i` (without an order, in the
-/// file's order), blocks of rows in parallel.
+/// Writes the inputs of each column (file column `columns[i]`, fitted as `fitted[i]`) into the
+/// rows of one matrix, the file's row `order[i]` as row `i`, blocks of rows in parallel.
 fn interleave(
     csv: &TextCsv,
     columns: &[usize],
-    (encodings, parsed): (&[Encoding], &[Parsed]),
+    fitted: &[Fit],
     missing: &Missing,
-    order: Option<&[usize]>,
+    order: &[usize],
 ) -> (Matrix, Unseen) {
     let mut width = 0;
-    let mut encoded = Vec::with_capacity(encodings.len());
-    for ((&c, enc), cells) in columns.iter().zip(encodings).zip(parsed) {
-        encoded.push(Column::new(c, enc, cells, width));
+    let mut encoded = Vec::with_capacity(fitted.len());
+    for (&c, (enc, cells, scales)) in columns.iter().zip(fitted) {
+        encoded.push(Column::new(c, enc, cells, scales, width));
         width += enc.inputs().len();
     }
-    let in_file_order: Vec<usize>;
-    let order = match order {
-        Some(order) => order,
-        None => {
-            in_file_order = (0..csv.rows()).collect();
-            &in_file_order
-        }
-    };
     let rows = order.len();
     let mut values = vec![0.0f32; rows * width];
     let block_rows = encode_rows(width);
@@ -611,7 +656,7 @@ fn interleave(
     for block in blocks {
         others.iter_mut().zip(block).for_each(|(n, b)| *n += b);
     }
-    for (enc, n) in encodings.iter().zip(others).filter(|(_, n)| *n > 0) {
+    for ((enc, _, _), n) in fitted.iter().zip(others).filter(|(_, n)| *n > 0) {
         unseen.0.push((enc.column.clone(), n));
     }
     let matrix = Matrix {
@@ -622,27 +667,43 @@ fn interleave(
     (matrix, unseen)
 }
 
-/// One encoded column: its encoding, its parsed cells, its index in the file, its first input,
-/// and its levels' inputs (categories).
+/// One encoded column: its encoding, its parsed cells, its inputs' scales (none: as they are),
+/// its index in the file, its first input, and its levels' inputs (categories).
 struct Column<'a> {
     enc: &'a Encoding,
     cells: &'a Parsed,
+    scales: &'a [scaling::Scale],
     c: usize,
     offset: usize,
     index: FxHashMap<&'a str, usize>,
 }
 
 impl<'a> Column<'a> {
-    fn new(c: usize, enc: &'a Encoding, cells: &'a Parsed, offset: usize) -> Column<'a> {
+    fn new(
+        c: usize,
+        enc: &'a Encoding,
+        cells: &'a Parsed,
+        scales: &'a [scaling::Scale],
+        offset: usize,
+    ) -> Column<'a> {
         let index = (enc.levels.iter().flatten().enumerate())
             .map(|(i, l)| (l.as_str(), i))
             .collect();
         Column {
             enc,
             cells,
+            scales,
             c,
             offset,
             index,
+        }
+    }
+
+    /// Input `i`'s value `v`, standardised where the column has scales.
+    fn scaled(&self, i: usize, v: f32) -> f32 {
+        match self.scales.get(i) {
+            Some(&scale) => scaling::apply(v, scale),
+            None => v,
         }
     }
 
@@ -680,15 +741,15 @@ impl<'a> Column<'a> {
                 }
                 Parsed::Numbers(values) => {
                     let absent = values[r].is_nan();
-                    row[0] = if absent { fill as f32 } else { values[r] };
+                    row[0] = self.scaled(0, if absent { fill as f32 } else { values[r] });
                     (1, absent)
                 }
                 Parsed::Days(days) => {
-                    let absent = days[r].is_nan();
-                    let day = if absent { fill } else { days[r] };
-                    let date = dates::date_of(day as i64).expect("a parsed day or a checked fill");
-                    row[..dates::PARTS.len()].copy_from_slice(&dates::parts(date));
-                    (dates::PARTS.len(), absent)
+                    let parts = dates::parts(date_at(days, r, fill));
+                    for (p, v) in parts.into_iter().enumerate() {
+                        row[p] = self.scaled(p, v);
+                    }
+                    (parts.len(), days[r].is_nan())
                 }
             };
             if enc.indicator {
@@ -697,6 +758,13 @@ impl<'a> Column<'a> {
         }
         other
     }
+}
+
+/// The date of row `r` of a date column's `days`, or the `fill` (the training median) where
+/// the cell is missing.
+fn date_at(days: &[f64], r: usize, fill: f64) -> chrono::NaiveDate {
+    let day = if days[r].is_nan() { fill } else { days[r] };
+    dates::date_of(day as i64).expect("a parsed day or a checked fill")
 }
 
 /// An embedded column's rows of vectors: its levels, "(missing)" and "(other)".

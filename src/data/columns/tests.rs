@@ -26,7 +26,7 @@ fn fit_embedded(
     missing: &Missing,
     embed: &Embed,
 ) -> Result<Vec<Encoding>> {
-    let fitted = fit_and_encode(csv, inputs, missing, embed, None);
+    let fitted = fit_and_encode(csv, inputs, missing, embed, Layout::default());
     let bits = |m: &Matrix| m.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     // The same file with its numeric and date columns parsed as it is read: the same
     // encodings and rows, or the same error; and encoded again, the same rows or error.
@@ -34,29 +34,80 @@ fn fit_embedded(
         .map(|(c, k)| (csv.header[*c].clone(), *k))
         .collect();
     let parsed = read_typed(&csv.path, &kinds, missing).unwrap();
-    let as_read = fit_and_encode(&parsed, inputs, missing, embed, None);
+    let as_read = fit_and_encode(&parsed, inputs, missing, embed, Layout::default());
     match (&fitted, &as_read) {
-        (Ok((e, m, u)), Ok((e2, m2, u2))) => {
-            assert_eq!((e, u), (e2, u2));
-            assert_eq!(bits(m), bits(m2));
-            let (again, unseen_again) = encode(&parsed, e, missing).unwrap();
-            assert_eq!((bits(&again), &unseen_again), (bits(m), u));
+        (Ok(f), Ok(f2)) => {
+            assert_eq!((&f.encodings, &f.unseen), (&f2.encodings, &f2.unseen));
+            assert_eq!(bits(&f.matrix), bits(&f2.matrix));
+            let (again, unseen_again) = encode(&parsed, &f.encodings, missing).unwrap();
+            assert_eq!((bits(&again), &unseen_again), (bits(&f.matrix), &f.unseen));
         }
         (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
         _ => panic!("read as text and parsed as read differ: {fitted:?} / {as_read:?}"),
     }
-    let (encodings, encoded, unseen) = fitted?;
+    let Fitted {
+        encodings,
+        matrix: encoded,
+        unseen,
+        stats: None,
+    } = fitted?
+    else {
+        panic!("standardised without being asked")
+    };
     let (again, unseen_again) = encode(csv, &encodings, missing).unwrap();
     assert_eq!((encoded.rows, encoded.cols), (again.rows, again.cols));
     assert_eq!(bits(&encoded), bits(&again));
     assert_eq!(unseen, unseen_again);
     // Encoded in another order of the rows (as a split orders them): the same fit, the same rows.
     let reversed: Vec<usize> = (0..csv.rows()).rev().collect();
-    let (encodings_r, encoded_r, unseen_r) =
-        fit_and_encode(csv, inputs, missing, embed, Some(&reversed))?;
-    assert_eq!((&encodings_r, &unseen_r), (&encodings, &unseen));
-    assert_eq!(bits(&encoded_r), bits(&encoded.take(&reversed)));
+    let layout = Layout {
+        order: Some(&reversed),
+        standardize: None,
+    };
+    let r = fit_and_encode(csv, inputs, missing, embed, layout)?;
+    assert_eq!((&r.encodings, &r.unseen), (&encodings, &unseen));
+    assert_eq!(bits(&r.matrix), bits(&encoded.take(&reversed)));
+    standardised_as_encoded(csv, inputs, missing, embed, &encoded);
     Ok(encodings)
+}
+
+/// Standardised as they are encoded, the rows of `csv` (in a split's order: the odd rows, then
+/// the even ones) are the bits that standardising the `encoded` rows with their training
+/// rows' statistics gives, as `data::column_stats` and `data::apply_stats` do it.
+fn standardised_as_encoded(
+    csv: &TextCsv,
+    inputs: &[(usize, ColumnKind)],
+    missing: &Missing,
+    embed: &Embed,
+    encoded: &Matrix,
+) {
+    let order: Vec<usize> = (1..csv.rows())
+        .step_by(2)
+        .chain((0..csv.rows()).step_by(2))
+        .collect();
+    let train_rows = csv.rows() / 2;
+    let layout = Layout {
+        order: Some(&order),
+        standardize: Some(train_rows),
+    };
+    let scaled = fit_and_encode(csv, inputs, missing, embed, layout).unwrap();
+    let split = |rows: &[usize]| crate::data::HostSplit {
+        features: encoded.take(rows),
+        ..Default::default()
+    };
+    let mut expected = crate::data::column_stats(&split(&order[..train_rows]));
+    let unscaled = unscaled_inputs(&scaled.encodings);
+    for (c, _) in unscaled.iter().enumerate().filter(|(_, u)| **u) {
+        (expected.mean[c], expected.std[c]) = (0.0, 1.0);
+    }
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let stats = scaled.stats.expect("standardised");
+    assert_eq!(bits(&stats.mean), bits(&expected.mean));
+    assert_eq!(bits(&stats.std), bits(&expected.std));
+    let mut all = split(&order);
+    crate::data::apply_stats(&mut all, &expected);
+    let bits = |m: &Matrix| m.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&scaled.matrix), bits(&all.features));
 }
 
 fn typed(pairs: &[(&str, ColumnKind)]) -> BTreeMap<String, ColumnKind> {
@@ -426,12 +477,16 @@ fn a_bad_cell_in_a_row_left_out_for_its_missing_label_is_no_error() {
     assert_eq!(values[0], days("2024-01-01"));
     assert!(values[1].is_nan());
     assert_eq!(values[2], days("2024-01-03"));
-    let (enc, m, _) = fit_and_encode(
+    let Fitted {
+        encodings: enc,
+        matrix: m,
+        ..
+    } = fit_and_encode(
         &parsed,
         &[(0, Numeric), (1, Date)],
         &missing,
         &Embed::default(),
-        None,
+        Layout::default(),
     )
     .unwrap();
     assert_eq!((enc[0].fill, enc[0].indicator), (Some(3.0), false));
@@ -448,12 +503,17 @@ fn a_table_of_many_blocks_counts_each_unseen_cell_once() {
     }
     let t = csv("blocks.csv", &text);
     assert!(rows > 2 * encode_rows(66));
-    let (enc, m, unseen) = fit_and_encode(
+    let Fitted {
+        encodings: enc,
+        matrix: m,
+        unseen,
+        ..
+    } = fit_and_encode(
         &t,
         &[(0, ColumnKind::Category)],
         &Missing::default(),
         &Embed::default(),
-        None,
+        Layout::default(),
     )
     .unwrap();
     let levels = enc[0].levels.as_ref().unwrap();
