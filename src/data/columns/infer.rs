@@ -73,8 +73,8 @@ pub fn infer(csv: &TextCsv, label: usize, missing: &Missing) -> Vec<Inferred> {
 /// (one-hot would keep only the commonest): those levels' count, and the embedding's width
 /// when the file's `rows` are enough to learn vectors from ([`embed_width`]).
 fn many_levels(cells: &[&str], rows: usize) -> Option<(usize, Option<usize>)> {
-    // The levels an embedded column's fit would keep (`columns::levels`, as training counts them).
-    let levels = super::levels(cells.iter().copied(), MAX_EMBEDDED_LEVELS).len();
+    // The levels an embedded column's fit would keep (`columns::levels_of`, as training counts them).
+    let levels = super::levels_of(cells.iter().copied(), MAX_EMBEDDED_LEVELS).len();
     (levels > MAX_LEVELS).then(|| (levels, embed_width(levels + 2, rows)))
 }
 

@@ -322,8 +322,7 @@ pub fn fit_and_encode(
             .map(|(e, p)| (e, p, Vec::new()))
             .collect(),
     };
-    let columns: Vec<usize> = inputs.iter().map(|(c, _)| *c).collect();
-    let (matrix, unseen) = interleave(csv, &columns, &fitted, missing, order);
+    let (matrix, unseen) = interleave(&fitted, order);
     let stats = train.map(|_| {
         let scales = fitted.iter().flat_map(|(_, _, s)| s);
         let (mean, std) = scales.copied().unzip();
@@ -349,8 +348,46 @@ enum Parsed {
     Numbers(Vec<f32>),
     /// date: each cell's day since 1970-01-01, NaN where the cell is missing.
     Days(Vec<f64>),
-    /// category: read from the text when encoded.
-    Text,
+    /// category: each cell's slot among the column's inputs (see [`Slots`]).
+    Slots(Vec<u32>),
+}
+
+/// A category's slots: its levels' (in order), then "(missing)", then "(other)" (a level
+/// without an input of its own); an embedded column's index is its slot.
+struct Slots<'a> {
+    index: FxHashMap<&'a str, u32>,
+}
+
+impl<'a> Slots<'a> {
+    fn new(levels: &'a [String]) -> Slots<'a> {
+        let index = (levels.iter().enumerate())
+            .map(|(i, l)| (l.as_str(), i as u32))
+            .collect();
+        Slots { index }
+    }
+
+    fn missing(&self) -> u32 {
+        self.index.len() as u32
+    }
+
+    fn other(&self) -> u32 {
+        self.index.len() as u32 + 1
+    }
+
+    /// A cell's slot: a missing cell's, even where a (hand-edited) level has its spelling.
+    fn of(&self, cell: &str, missing: &Missing) -> u32 {
+        match self.index.get(cell) {
+            _ if missing.is(cell) => self.missing(),
+            Some(&slot) => slot,
+            None => self.other(),
+        }
+    }
+}
+
+/// The slots of column `c`'s cells under `levels`.
+fn slots(csv: &TextCsv, c: usize, levels: &[String], missing: &Missing) -> Parsed {
+    let slots = Slots::new(levels);
+    Parsed::Slots(csv.texts(c).map(|(t, _)| slots.of(t, missing)).collect())
 }
 
 /// A column's parse failed at this row with this error.
@@ -451,7 +488,7 @@ fn parsed(kind: ColumnKind, parts: &[&[f64]]) -> Parsed {
             Parsed::Numbers(numbers)
         }
         ColumnKind::Date => Parsed::Days(parts.concat()),
-        _ => Parsed::Text,
+        _ => unreachable!("only numbers and dates have values"),
     }
 }
 
@@ -496,15 +533,15 @@ fn fit_column(
             Ok((enc, cells))
         }
         ColumnKind::Category => {
-            let present = csv.texts(c).filter(|(t, _)| !missing.is(t));
             let most = if embed.is_some() {
                 MAX_EMBEDDED_LEVELS
             } else {
                 MAX_LEVELS
             };
-            enc.levels = Some(levels(present.map(|(t, _)| t), most));
+            let (levels, slots) = levels_and_slots(csv, c, missing, most);
+            enc.levels = Some(levels);
             enc.embed = embed.copied();
-            Ok((enc, Parsed::Text))
+            Ok((enc, slots))
         }
         ColumnKind::Ignore => unreachable!("ignored columns have no encoding"),
     }
@@ -525,17 +562,50 @@ fn median(values: &mut [f64], kind: ColumnKind) -> f64 {
     }
 }
 
-/// The levels with inputs of their own: those in at least [`MIN_LEVEL_ROWS`] rows, the `most`
-/// most frequent of them, sorted by name.
-fn levels<'a>(cells: impl Iterator<Item = &'a str>, most: usize) -> Vec<String> {
+/// Column `c`'s levels with inputs of their own (see [`levels`]), and each cell's slot among
+/// them. Each cell is looked up once: as one of the column's distinct cells, whose slot is
+/// known once the levels are.
+fn levels_and_slots(
+    csv: &TextCsv,
+    c: usize,
+    missing: &Missing,
+    most: usize,
+) -> (Vec<String>, Parsed) {
+    let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut distinct: Vec<(&str, usize)> = Vec::new();
+    let mut cells: Vec<u32> = Vec::with_capacity(csv.rows());
+    for (cell, _) in csv.texts(c) {
+        let id = *ids.entry(cell).or_insert_with(|| {
+            distinct.push((cell, 0));
+            distinct.len() as u32 - 1
+        });
+        distinct[id as usize].1 += 1;
+        cells.push(id);
+    }
+    let present = distinct.iter().filter(|(cell, _)| !missing.is(cell));
+    let levels = levels(present.copied(), most);
+    let slots = Slots::new(&levels);
+    let slot_of: Vec<u32> = (distinct.iter())
+        .map(|(cell, _)| slots.of(cell, missing))
+        .collect();
+    cells.iter_mut().for_each(|id| *id = slot_of[*id as usize]);
+    (levels, Parsed::Slots(cells))
+}
+
+/// [`levels`] of these (present) `cells`.
+fn levels_of<'a>(cells: impl Iterator<Item = &'a str>, most: usize) -> Vec<String> {
     let mut counts: FxHashMap<&str, usize> = FxHashMap::default();
     for cell in cells {
         *counts.entry(cell).or_default() += 1;
     }
-    let mut frequent: Vec<(&str, usize)> = counts
-        .into_iter()
-        .filter(|&(_, n)| n >= MIN_LEVEL_ROWS)
-        .collect();
+    levels(counts.into_iter(), most)
+}
+
+/// The levels with inputs of their own, of the distinct cells `counts` (each with its count of
+/// rows): those in at least [`MIN_LEVEL_ROWS`] rows, the `most` most frequent of them, sorted
+/// by name.
+fn levels<'a>(counts: impl Iterator<Item = (&'a str, usize)>, most: usize) -> Vec<String> {
+    let mut frequent: Vec<(&str, usize)> = counts.filter(|&(_, n)| n >= MIN_LEVEL_ROWS).collect();
     frequent.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     frequent.truncate(most);
     let mut names: Vec<String> = frequent.into_iter().map(|(l, _)| l.to_string()).collect();
@@ -614,7 +684,9 @@ pub fn encode(
     let parsed: Vec<std::result::Result<Fit, BadCell>> = (columns.par_iter().zip(encodings))
         .map(|(&c, enc)| {
             let cells = match enc.kind {
-                ColumnKind::Category => Parsed::Text,
+                ColumnKind::Category => {
+                    slots(csv, c, enc.levels.as_deref().unwrap_or_default(), missing)
+                }
                 kind => with_values(csv, c, kind, missing, |parts| parsed(kind, parts))?,
             };
             Ok((enc.clone(), cells, Vec::new()))
@@ -622,22 +694,22 @@ pub fn encode(
         .collect();
     let parsed = first_bad_cell(parsed)?;
     let in_file_order: Vec<usize> = (0..csv.rows()).collect();
-    Ok(interleave(csv, &columns, &parsed, missing, &in_file_order))
+    Ok(interleave(&parsed, &in_file_order))
 }
 
-/// Writes the inputs of each column (file column `columns[i]`, fitted as `fitted[i]`) into the
-/// rows of one matrix, the file's row `order[i]` as row `i`, blocks of rows in parallel.
-fn interleave(
-    csv: &TextCsv,
-    columns: &[usize],
-    fitted: &[Fit],
-    missing: &Missing,
-    order: &[usize],
-) -> (Matrix, Unseen) {
+/// Writes the inputs of each column, as `fitted`, into the rows of one matrix, the file's row
+/// `order[i]` as row `i`, blocks of rows in parallel.
+fn interleave(fitted: &[Fit], order: &[usize]) -> (Matrix, Unseen) {
     let mut width = 0;
     let mut encoded = Vec::with_capacity(fitted.len());
-    for (&c, (enc, cells, scales)) in columns.iter().zip(fitted) {
-        encoded.push(Column::new(c, enc, cells, scales, width));
+    for (enc, cells, scales) in fitted {
+        let offset = width;
+        encoded.push(Column {
+            enc,
+            cells,
+            scales,
+            offset,
+        });
         width += enc.inputs().len();
     }
     let rows = order.len();
@@ -647,7 +719,7 @@ fn interleave(
         .zip(order.par_chunks(block_rows))
         .map(|(block, rows)| {
             (encoded.iter())
-                .map(|col| col.encode(csv, missing, rows, block, width))
+                .map(|col| col.encode(rows, block, width))
                 .collect()
         })
         .collect();
@@ -668,37 +740,15 @@ fn interleave(
 }
 
 /// One encoded column: its encoding, its parsed cells, its inputs' scales (none: as they are),
-/// its index in the file, its first input, and its levels' inputs (categories).
+/// and its first input.
 struct Column<'a> {
     enc: &'a Encoding,
     cells: &'a Parsed,
     scales: &'a [scaling::Scale],
-    c: usize,
     offset: usize,
-    index: FxHashMap<&'a str, usize>,
 }
 
-impl<'a> Column<'a> {
-    fn new(
-        c: usize,
-        enc: &'a Encoding,
-        cells: &'a Parsed,
-        scales: &'a [scaling::Scale],
-        offset: usize,
-    ) -> Column<'a> {
-        let index = (enc.levels.iter().flatten().enumerate())
-            .map(|(i, l)| (l.as_str(), i))
-            .collect();
-        Column {
-            enc,
-            cells,
-            scales,
-            c,
-            offset,
-            index,
-        }
-    }
-
+impl Column<'_> {
     /// Input `i`'s value `v`, standardised where the column has scales.
     fn scaled(&self, i: usize, v: f32) -> f32 {
         match self.scales.get(i) {
@@ -709,33 +759,20 @@ impl<'a> Column<'a> {
 
     /// Writes this column's inputs for the file's `rows` into `block` (those rows in that
     /// order, `stride` apart); returns how many cells held a level without an input of its own.
-    fn encode(
-        &self,
-        csv: &TextCsv,
-        missing: &Missing,
-        rows: &[usize],
-        block: &mut [f32],
-        stride: usize,
-    ) -> usize {
-        let (enc, index) = (self.enc, &self.index);
+    fn encode(&self, rows: &[usize], block: &mut [f32], stride: usize) -> usize {
+        let enc = self.enc;
         let fill = enc.fill.unwrap_or_default();
-        let mut other = 0;
+        let other = enc.levels.as_ref().map_or(0, |l| l.len() as u32 + 1);
+        let mut others = 0;
         for (i, &r) in rows.iter().enumerate() {
             let row = &mut block[i * stride + self.offset..];
             let (width, absent) = match self.cells {
-                Parsed::Text => {
-                    let cell = csv.cell(self.c, r);
-                    let slot = match index.get(cell) {
-                        _ if missing.is(cell) => index.len(),
-                        Some(&i) => i,
-                        None => {
-                            other += 1;
-                            index.len() + 1
-                        }
-                    };
+                Parsed::Slots(slots) => {
+                    let slot = slots[r];
+                    others += usize::from(slot == other);
                     match enc.embed {
                         Some(_) => row[0] = slot as f32,
-                        None => row[slot] = 1.0,
+                        None => row[slot as usize] = 1.0,
                     }
                     continue;
                 }
@@ -756,7 +793,7 @@ impl<'a> Column<'a> {
                 row[width] = f32::from(u8::from(absent));
             }
         }
-        other
+        others
     }
 }
 

@@ -41,7 +41,7 @@ pub fn training_values(enc: &Encoding, cells: &Parsed, train: &[usize]) -> Vec<V
             }
             parts
         }
-        Parsed::Text => Vec::new(),
+        Parsed::Slots(_) => Vec::new(),
     }
 }
 
