@@ -3,7 +3,7 @@
 //! on small data: standardised columns, Adam at 1e-3, shuffled batches of a size that fits.
 
 use crate::data::columns::{ColumnKind, Missing, infer};
-use crate::data::{class_order, images, table};
+use crate::data::{class_order, images};
 use crate::error::{EmberError, Result};
 use crate::input_err;
 use std::fmt::Write as _;
@@ -118,9 +118,10 @@ fn job_file(command: &str, task: &str, rows: usize, top: &str, data: &str, model
 
 /// `ember init --csv PATH --label COLUMN`.
 pub fn from_csv(path: &Path, label: &str) -> Result<Draft> {
-    let csv = table::read_text(path)?;
-    let at = csv.column(label, "--label")?;
     let missing = Missing::default();
+    let training = infer::read(path, label, &missing)?;
+    let csv = &training.csv;
+    let at = csv.column(label, "--label")?;
     let values: Vec<&str> = csv
         .texts(at)
         .map(|(t, _)| t)
@@ -146,7 +147,7 @@ pub fn from_csv(path: &Path, label: &str) -> Result<Draft> {
         let n = csv.rows() - values.len();
         why += &format!("; {n} rows without a label will be left out");
     }
-    let columns = infer::infer(&csv, at, &missing);
+    let columns = infer::infer(&training, at, &missing);
     if columns.iter().all(|c| c.kind == ColumnKind::Ignore) {
         return Err(EmberError::file(
             path,

@@ -189,6 +189,18 @@ pub fn read_text(path: &Path) -> Result<TextCsv> {
     read_parsing(path, &|_| None)
 }
 
+/// The file's records that start before byte `bytes` (all of them in a smaller file), as
+/// [`read_text`] reads them: a sample of a large file's first rows.
+pub fn read_head(path: &Path, bytes: u64) -> Result<TextCsv> {
+    let fail = |what: String| EmberError::file(path, what);
+    let mut head = Reader::open(path, delimiter_of(&first_line(path)?), 0)?;
+    let header = head.header().map_err(fail)?;
+    let parsers: Vec<Option<CellParser>> = vec![None; header.len()];
+    let mut records = Records::new(&parsers);
+    head.read_until(bytes, &mut records, path)?;
+    Ok(records.into_csv(path, header))
+}
+
 /// [`read_text`], where each column that `parser_of` (given the column's name) gives a parser
 /// is parsed as it is read and keeps no text.
 pub fn read_parsing<'a>(

@@ -6,8 +6,10 @@ use super::{
     ColumnKind, MAX_EMBEDDED_LEVELS, MAX_LEVELS, MIN_LEVEL_ROWS, Missing, dates, embed_width,
 };
 use crate::data::table::TextCsv;
+use crate::error::Result;
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
+use std::path::Path;
 
 /// One column as `init` sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,13 +35,87 @@ const FREE_TEXT_WORDS: f64 = 4.0;
 /// The spellings of a yes/no column (any letter case).
 const BOOLEANS: [[&str; 2]; 4] = [["yes", "no"], ["true", "false"], ["y", "n"], ["t", "f"]];
 
-/// The type of every column of `csv` but `label`, in the file's order.
-pub fn infer(csv: &TextCsv, label: usize, missing: &Missing) -> Vec<Inferred> {
+/// The training file as `init` reads it: the columns that its first records show to hold
+/// numbers or dates are parsed as they are read, so that their text is never copied; every
+/// other column is text.
+pub struct Training {
+    pub csv: TextCsv,
+    /// Each column parsed as read: the kind it was parsed as, and its first present cell.
+    parsed: Vec<Option<(ColumnKind, String)>>,
+}
+
+/// The bytes of the file's first records, read as text to guess which columns to parse.
+const SAMPLE_BYTES: u64 = 256 << 10;
+
+/// Reads the training file at `path` for [`infer`]; `label` stays text.
+pub fn read(path: &Path, label: &str, missing: &Missing) -> Result<Training> {
+    read_sampling(path, label, missing, SAMPLE_BYTES)
+}
+
+/// [`read`], guessing from the records in the file's first `sample` bytes. A column parsed as
+/// a number or a date that holds a cell of another kind further on (the guess was wrong) is
+/// read again as text with the file, so that its type is inferred from its text as for any
+/// column: the same types as from the text alone.
+pub fn read_sampling(path: &Path, label: &str, missing: &Missing, sample: u64) -> Result<Training> {
+    let head = crate::data::text_csv::read_head(path, sample)?;
+    let mut guesses: std::collections::BTreeMap<String, (ColumnKind, String)> =
+        (0..head.header.len())
+            .filter(|&c| head.header[c] != label)
+            .filter_map(|c| Some((head.header[c].clone(), guess(&head, c, missing)?)))
+            .collect();
+    loop {
+        let kinds = guesses.iter().map(|(n, (k, _))| (n.clone(), *k)).collect();
+        let csv = super::read_typed(path, &kinds, missing)?;
+        let wrong: Vec<&String> = (0..csv.header.len())
+            .filter(|&c| csv.is_parsed(c) && csv.first_unreadable(c).is_some())
+            .map(|c| &csv.header[c])
+            .collect();
+        if wrong.is_empty() {
+            let parsed = (csv.header.iter())
+                .map(|h| guesses.get(h).cloned())
+                .collect();
+            return Ok(Training { csv, parsed });
+        }
+        let wrong: Vec<String> = wrong.into_iter().cloned().collect();
+        drop(csv);
+        wrong.iter().for_each(|name| drop(guesses.remove(name)));
+    }
+}
+
+/// Column `c`'s kind when its present cells in `head` are all numbers or all dates (at least
+/// one), with the first of them.
+fn guess(head: &TextCsv, c: usize, missing: &Missing) -> Option<(ColumnKind, String)> {
+    let mut present = head
+        .texts(c)
+        .map(|(t, _)| t)
+        .filter(|t| !missing.is(t))
+        .peekable();
+    let first = (*present.peek()?).to_string();
+    let cells: Vec<&str> = present.collect();
+    let kind = if cells
+        .iter()
+        .all(|t| crate::data::number::finite(t).is_some())
+    {
+        ColumnKind::Numeric
+    } else if cells.iter().all(|t| dates::parse(t).is_some()) {
+        ColumnKind::Date
+    } else {
+        return None;
+    };
+    Some((kind, first))
+}
+
+/// The type of every column of the training file but `label`, in the file's order.
+pub fn infer(training: &Training, label: usize, missing: &Missing) -> Vec<Inferred> {
+    let csv = &training.csv;
     // Column by column, in parallel: each is read on its own.
     (0..csv.header.len())
         .into_par_iter()
         .filter(|&c| c != label)
         .map(|c| {
+            if let Some((kind, first)) = &training.parsed[c] {
+                return parsed_kind(csv, c, *kind, first);
+            }
             let cells: Vec<&str> = csv
                 .texts(c)
                 .map(|(t, _)| t)
@@ -78,6 +154,31 @@ fn many_levels(cells: &[&str], rows: usize) -> Option<(usize, Option<usize>)> {
     (levels > MAX_LEVELS).then(|| (levels, embed_width(levels + 2, rows)))
 }
 
+/// Column `c` of `csv`, parsed as read as `kind` (its every present cell one, the first
+/// `first`), as [`kind_of`] would type its text.
+fn parsed_kind(csv: &TextCsv, c: usize, kind: ColumnKind, first: &str) -> Inferred {
+    let mut present = Vec::with_capacity(csv.rows());
+    for part in csv.value_halves(c) {
+        present.extend(part.iter().filter(|v| !v.is_nan()));
+    }
+    let name = &csv.header[c];
+    let (kind, values, why) = match kind {
+        ColumnKind::Date => date_kind(
+            first,
+            &present.iter().map(|d| *d as i64).collect::<Vec<_>>(),
+        ),
+        _ => numeric_kind(name, first, &present),
+    };
+    Inferred {
+        name: name.clone(),
+        kind,
+        missing: csv.rows() - present.len(),
+        values,
+        why,
+        embed: None,
+    }
+}
+
 /// A column's type from its present cells, with its values summarised and the reason.
 fn kind_of(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
     if cells.is_empty() {
@@ -89,21 +190,27 @@ fn kind_of(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
         .map(|c| crate::data::number::finite(c))
         .collect::<Option<Vec<f64>>>()
     {
-        return numeric_kind(name, cells, &numbers);
+        return numeric_kind(name, cells[0], &numbers);
     }
     if let Some(days) = cells
         .iter()
         .map(|c| dates::parse(c))
         .collect::<Option<Vec<i64>>>()
     {
-        let (lo, hi) = (days.iter().min().unwrap(), days.iter().max().unwrap());
-        if lo == hi {
-            return constant(cells[0]);
-        }
-        let range = format!("{} to {}", dates::format(*lo), dates::format(*hi));
-        return (ColumnKind::Date, range, "ISO 8601 dates".into());
+        return date_kind(cells[0], &days);
     }
     text_kind(name, cells)
+}
+
+/// A column of dates (days since 1970-01-01; the first spelled `first`): a date, unless
+/// constant.
+fn date_kind(first: &str, days: &[i64]) -> (ColumnKind, String, String) {
+    let (lo, hi) = (days.iter().min().unwrap(), days.iter().max().unwrap());
+    if lo == hi {
+        return constant(first);
+    }
+    let range = format!("{} to {}", dates::format(*lo), dates::format(*hi));
+    (ColumnKind::Date, range, "ISO 8601 dates".into())
 }
 
 /// The same value in every row: nothing to learn from.
@@ -112,15 +219,15 @@ fn constant(cell: &str) -> (ColumnKind, String, String) {
     (ColumnKind::Ignore, format!("\"{cell}\""), why)
 }
 
-/// A column of numbers: numeric, unless constant or an ID.
-fn numeric_kind(name: &str, cells: &[&str], numbers: &[f64]) -> (ColumnKind, String, String) {
+/// A column of numbers (the first spelled `first`): numeric, unless constant or an ID.
+fn numeric_kind(name: &str, first: &str, numbers: &[f64]) -> (ColumnKind, String, String) {
     let (lo, hi) = numbers
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
             (l.min(*v), h.max(*v))
         });
     if lo == hi {
-        return constant(cells[0]);
+        return constant(first);
     }
     let range = format!("{} to {}", short(lo), short(hi));
     if numbers.len() >= MIN_ID_ROWS

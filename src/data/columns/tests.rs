@@ -1,4 +1,4 @@
-use super::infer::infer;
+use super::infer::{Inferred, infer, read_sampling};
 use super::*;
 use crate::data::table::read_text;
 use std::collections::BTreeMap;
@@ -301,7 +301,8 @@ fn bad_cells_and_untyped_columns_name_what_is_wrong() {
 
 #[test]
 fn infers_types_with_reasons() {
-    let mut text = String::from("id,num,flag,colour,when,note,name,same,empty,y\n");
+    // `late` holds a number in its first row only: a sample of that row guesses it numeric.
+    let mut text = String::from("id,num,flag,colour,when,note,name,same,empty,late,y\n");
     for i in 0..30 {
         let num = if i % 7 == 0 {
             "NA".to_string()
@@ -323,12 +324,13 @@ fn infers_types_with_reasons() {
                 &format!("person{i}"),
                 "k",
                 "",
+                if i == 0 { "7" } else { ["lo", "hi"][i % 2] },
                 "0",
             ],
         );
     }
     let t = csv("infer.csv", &text);
-    let got = infer(&t, 9, &Missing::default());
+    let got = inferred(&t, "y");
     let kinds: Vec<(&str, ColumnKind, usize)> = got
         .iter()
         .map(|c| (c.name.as_str(), c.kind, c.missing))
@@ -345,7 +347,8 @@ fn infers_types_with_reasons() {
             ("note", Ignore, 0),
             ("name", Ignore, 0),
             ("same", Ignore, 0),
-            ("empty", Ignore, 30)
+            ("empty", Ignore, 30),
+            ("late", Category, 0)
         ]
     );
     let why: Vec<&str> = got.iter().map(|c| c.why.as_str()).collect();
@@ -381,15 +384,36 @@ fn many_levels_are_embedded_where_the_rows_allow() {
         csv("many.csv", &text)
     };
     // 70 levels of 3 rows: 210 rows, too few for 72 vectors of 2.
-    let few = infer(&table(3), 1, &Missing::default());
+    let few = inferred(&table(3), "y");
     assert_eq!((few[0].kind, few[0].embed), (ColumnKind::Category, None));
     let why = "text; 70 levels in 3+ rows: one-hot keeps the 64 commonest (too few rows per level to embed)";
     assert_eq!(few[0].why, why);
     // 10 rows a level: 700 rows, 4 wide (fastai's rule would give 17).
-    let enough = infer(&table(10), 1, &Missing::default());
+    let enough = inferred(&table(10), "y");
     assert_eq!(enough[0].embed, Some(4));
     let why = "text; 70 levels in 3+ rows, over one-hot's 64: embedded, 4 wide";
     assert_eq!(enough[0].why, why);
+}
+
+/// `init`'s types of the columns of `csv`'s file but `label`: the same whether no column is
+/// parsed as read (no sample), each column its first rows show to hold numbers or dates is
+/// (the whole file as sample), or those of the file's first record are (a column holding
+/// a number there and text further on is read again as text).
+fn inferred(csv: &TextCsv, label: &str) -> Vec<Inferred> {
+    let missing = Missing::default();
+    let at = csv.column(label, "label").unwrap();
+    let with_sample = |bytes: u64| {
+        let training = read_sampling(&csv.path, label, &missing, bytes).unwrap();
+        infer(&training, at, &missing)
+    };
+    let as_text = with_sample(0);
+    let first_line = std::fs::read_to_string(&csv.path)
+        .unwrap()
+        .find('\n')
+        .unwrap() as u64;
+    assert_eq!(with_sample(first_line + 2), as_text);
+    assert_eq!(with_sample(u64::MAX), as_text);
+    as_text
 }
 
 fn writeln_row(text: &mut String, cells: &[&str]) {
