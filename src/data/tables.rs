@@ -216,7 +216,7 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
                     let (order, train_rows) = split_order(config, spec, csv.rows()).unzip();
                     let layout = columns::Layout {
                         order: order.as_deref(),
-                        standardize: standardized_rows(spec, csv.rows(), train_rows),
+                        standardize_on_first: standardized_rows(spec, csv.rows(), train_rows),
                     };
                     let f = columns::fit_and_encode(&csv, &inputs, &missing, &spec.embed, layout)?;
                     fitted = Some(InputColumns::Ready(f.matrix, f.unseen, order));
@@ -313,7 +313,7 @@ fn split_order(config: &JobConfig, spec: &TableSpec, rows: usize) -> Option<(Vec
 /// When the training file's inputs are standardised as they are encoded: how many of its
 /// rows (in the encoding's order) are the training rows whose statistics scale them. Its rows
 /// are then all training rows (a validation file of their own), or the split's training rows
-/// first, ascending. Not for folds, whose training rows are not a prefix of the file, nor where
+/// first, ascending. Not for folds, whose training rows are not the first encoded rows, nor where
 /// the statistics are given (a resumed run), nor for a scalar column.
 fn standardized_rows(spec: &TableSpec, rows: usize, train_rows: Option<usize>) -> Option<usize> {
     let fresh = spec.standardize && spec.stats.is_none() && spec.scalar_column.is_none();
@@ -467,7 +467,8 @@ mod tests {
 
     /// Every split of a typed table job whose `[data]` adds `extra` (where `FILE` stands for the
     /// training file, to be named again), and the job's split seed: 60 rows of a number with
-    /// missing cells, a date, a category and a binary label.
+    /// missing cells, a date, a category and a binary label. `STD` stands for
+    /// `standardize = true`.
     fn loaded(folder: &str, extra: &str) -> (HostData, u64) {
         let mut table = String::from("x,d,c,y\n");
         for r in 0..60 {
@@ -486,9 +487,11 @@ mod tests {
             "job.toml",
             format!(
                 "task = \"binary\"\nepochs = 1\nbatch_size = 8\n[model]\nhidden = []\n[sgd]\nlr = 0.1\n[data]\n\
-                 csv = {csv:?}\nlabel = \"y\"\nstandardize = true\n{}\n\
+                 csv = {csv:?}\nlabel = \"y\"\n{}\n\
                  [data.columns]\nx = \"numeric\"\nd = \"date\"\nc = \"category\"\n",
-                extra.replace("FILE", &format!("{csv:?}"))
+                extra
+                    .replace("FILE", &format!("{csv:?}"))
+                    .replace("STD", "standardize = true")
             ),
         );
         let config = crate::config::load(&job).unwrap();
@@ -506,7 +509,10 @@ mod tests {
     fn the_training_file_standardised_as_encoded_matches_another_file_standardised_after() {
         // Split from the training file (standardised as encoded): its rows are the test
         // file's (the same file, standardised after encoding) in the split's order.
-        let (split, seed) = loaded("tables-split", "valid_fraction = 0.25\ntest_csv = FILE");
+        let (split, seed) = loaded(
+            "tables-split",
+            "STD\nvalid_fraction = 0.25\ntest_csv = FILE",
+        );
         let test = split.test.as_ref().unwrap();
         let (train, valid) = super::super::split_rows(60, 0.25, seed);
         let order: Vec<usize> = train.iter().chain(&valid).copied().collect();
@@ -519,9 +525,30 @@ mod tests {
         assert!(scaled.iter().all(|m| m.abs() < 1e-6), "{stats:?}");
         // A validation file of its own: the training file's rows are all training rows, and
         // the validation file (the same rows) is standardised with their statistics.
-        let (files, _) = loaded("tables-files", "valid_csv = FILE\ntest_csv = FILE");
+        let (files, _) = loaded("tables-files", "STD\nvalid_csv = FILE\ntest_csv = FILE");
         let test = bits(&files.test.as_ref().unwrap().features);
         assert_eq!(bits(&files.train.features), test);
         assert_eq!(bits(&files.valid.features), test);
+    }
+
+    #[test]
+    fn standardised_as_encoded_is_the_encoded_rows_standardised() {
+        let (fused, _) = loaded("tables-fused", "STD\nvalid_fraction = 0.25");
+        let (raw, _) = loaded("tables-raw", "valid_fraction = 0.25");
+        // As `standardize` fits and applies the statistics to the encoded rows.
+        let mut expected = column_stats(&raw.train);
+        let unscaled = columns::unscaled_inputs(raw.encoding.as_deref().unwrap());
+        for (c, _) in unscaled.iter().enumerate().filter(|(_, u)| **u) {
+            (expected.mean[c], expected.std[c]) = (0.0, 1.0);
+        }
+        let f64_bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let stats = fused.stats.as_ref().unwrap();
+        assert_eq!(f64_bits(&stats.mean), f64_bits(&expected.mean));
+        assert_eq!(f64_bits(&stats.std), f64_bits(&expected.std));
+        let (mut train, mut valid) = (raw.train, raw.valid);
+        super::super::apply_stats(&mut train, &expected);
+        super::super::apply_stats(&mut valid, &expected);
+        assert_eq!(bits(&fused.train.features), bits(&train.features));
+        assert_eq!(bits(&fused.valid.features), bits(&valid.features));
     }
 }

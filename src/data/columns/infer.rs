@@ -6,10 +6,13 @@ use super::{
     ColumnKind, MAX_EMBEDDED_LEVELS, MAX_LEVELS, MIN_LEVEL_ROWS, Missing, dates, embed_width,
 };
 use crate::data::table::TextCsv;
+use crate::data::text_csv::{CellParser, read_parsing};
 use crate::error::Result;
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One column as `init` sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,33 +61,64 @@ pub fn read(path: &Path, label: &str, missing: &Missing) -> Result<Training> {
 /// column: the same types as from the text alone.
 pub fn read_sampling(path: &Path, label: &str, missing: &Missing, sample: u64) -> Result<Training> {
     let head = crate::data::text_csv::read_head(path, sample)?;
-    let mut guesses: std::collections::BTreeMap<String, (ColumnKind, String)> =
-        (0..head.header.len())
-            .filter(|&c| head.header[c] != label)
-            .filter_map(|c| Some((head.header[c].clone(), guess(&head, c, missing)?)))
-            .collect();
+    // A file without the label column says so before the whole file is read.
+    head.column(label, "--label")?;
+    let mut guesses: BTreeMap<String, Guess> = (0..head.header.len())
+        .filter(|&c| head.header[c] != label)
+        .filter_map(|c| Some((head.header[c].clone(), guess(&head, c, missing)?)))
+        .collect();
     loop {
-        let kinds = guesses.iter().map(|(n, (k, _))| (n.clone(), *k)).collect();
-        let csv = super::read_typed(path, &kinds, missing)?;
-        let wrong: Vec<&String> = (0..csv.header.len())
-            .filter(|&c| csv.is_parsed(c) && csv.first_unreadable(c).is_some())
-            .map(|c| &csv.header[c])
+        let mut parsers: BTreeMap<&str, Parser> = BTreeMap::new();
+        for (name, g) in &guesses {
+            parsers.insert(name, Box::new(|t: &str| g.parse(t, missing)));
+        }
+        let csv = read_parsing(path, &|name| parsers.get(name).map(|p| &**p as CellParser))?;
+        drop(parsers);
+        let wrong: Vec<String> = (guesses.iter())
+            .filter(|(_, g)| g.wrong.load(Ordering::Relaxed))
+            .map(|(name, _)| name.clone())
             .collect();
         if wrong.is_empty() {
             let parsed = (csv.header.iter())
-                .map(|h| guesses.get(h).cloned())
+                .map(|h| guesses.get(h).map(|g| (g.kind, g.first.clone())))
                 .collect();
             return Ok(Training { csv, parsed });
         }
-        let wrong: Vec<String> = wrong.into_iter().cloned().collect();
         drop(csv);
         wrong.iter().for_each(|name| drop(guesses.remove(name)));
     }
 }
 
-/// Column `c`'s kind when its present cells in `head` are all numbers or all dates (at least
-/// one), with the first of them.
-fn guess(head: &TextCsv, c: usize, missing: &Missing) -> Option<(ColumnKind, String)> {
+/// A guessed column's [`Guess::parse`], as the reader takes it.
+type Parser<'a> = Box<dyn Fn(&str) -> Option<f64> + Sync + 'a>;
+
+/// A column guessed to hold numbers or dates (its first present cell `first`), as it is parsed
+/// while the file is read.
+struct Guess {
+    kind: ColumnKind,
+    first: String,
+    /// Whether a cell of another kind was met: the guess was wrong.
+    wrong: AtomicBool,
+}
+
+impl Guess {
+    /// A cell's value, NaN where it is missing; a cell of another kind marks the guess wrong
+    /// and reads as missing, so that no text is kept for a column that will be read again.
+    fn parse(&self, cell: &str, missing: &Missing) -> Option<f64> {
+        if missing.is(cell) {
+            return Some(f64::NAN);
+        }
+        let value = super::value_of(self.kind, cell);
+        if value.is_none() {
+            self.wrong.store(true, Ordering::Relaxed);
+        }
+        Some(value.unwrap_or(f64::NAN))
+    }
+}
+
+/// Column `c`'s [`Guess`] when its present cells in `head` are all numbers or all dates (at
+/// least one).
+fn guess(head: &TextCsv, c: usize, missing: &Missing) -> Option<Guess> {
     let mut present = head
         .texts(c)
         .map(|(t, _)| t)
@@ -102,7 +136,8 @@ fn guess(head: &TextCsv, c: usize, missing: &Missing) -> Option<(ColumnKind, Str
     } else {
         return None;
     };
-    Some((kind, first))
+    let wrong = AtomicBool::new(false);
+    Some(Guess { kind, first, wrong })
 }
 
 /// The type of every column of the training file but `label`, in the file's order.
@@ -163,6 +198,8 @@ fn parsed_kind(csv: &TextCsv, c: usize, kind: ColumnKind, first: &str) -> Inferr
     }
     let name = &csv.header[c];
     let (kind, values, why) = match kind {
+        // Only where the file changed after its first records were read.
+        _ if present.is_empty() => kind_of(name, &[]),
         ColumnKind::Date => date_kind(
             first,
             &present.iter().map(|d| *d as i64).collect::<Vec<_>>(),

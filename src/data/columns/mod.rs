@@ -271,9 +271,9 @@ pub type Embed = std::collections::BTreeMap<String, usize>;
 pub struct Layout<'a> {
     /// The file's row `order[i]` as the matrix's row `i`; `None` keeps the file's order.
     pub order: Option<&'a [usize]>,
-    /// Standardise every row's numeric and date inputs with the statistics of the first `n`
-    /// rows of that order: the training rows, which must be ascending in the file.
-    pub standardize: Option<usize>,
+    /// Standardise every row's numeric and date inputs with the statistics of the matrix's
+    /// first `n` rows: the training rows.
+    pub standardize_on_first: Option<usize>,
 }
 
 /// What [`fit_and_encode`] fits and encodes.
@@ -304,11 +304,8 @@ pub fn fit_and_encode(
             &in_file_order
         }
     };
-    let train = layout.standardize.map(|n| &order[..n]);
-    debug_assert!(
-        train.is_none_or(|t| t.is_sorted()),
-        "training rows ascending"
-    );
+    // The training rows: the file's rows that the matrix's first rows hold, in that order.
+    let train = layout.standardize_on_first.map(|n| &order[..n]);
     // Each column in parallel; the error reported is the file's first bad cell.
     let fitted: Vec<std::result::Result<_, BadCell>> = inputs
         .par_iter()
@@ -356,6 +353,7 @@ enum Parsed {
 /// without an input of its own); an embedded column's index is its slot.
 struct Slots<'a> {
     index: FxHashMap<&'a str, u32>,
+    missing: u32,
 }
 
 impl<'a> Slots<'a> {
@@ -363,23 +361,22 @@ impl<'a> Slots<'a> {
         let index = (levels.iter().enumerate())
             .map(|(i, l)| (l.as_str(), i as u32))
             .collect();
-        Slots { index }
+        let missing = levels.len() as u32;
+        Slots { index, missing }
     }
 
-    fn missing(&self) -> u32 {
-        self.index.len() as u32
-    }
-
-    fn other(&self) -> u32 {
-        self.index.len() as u32 + 1
+    /// The slot of a level of `levels` levels without an input of its own: [`Column::encode`]
+    /// counts its cells.
+    fn other(levels: usize) -> u32 {
+        levels as u32 + 1
     }
 
     /// A cell's slot: a missing cell's, even where a (hand-edited) level has its spelling.
     fn of(&self, cell: &str, missing: &Missing) -> u32 {
         match self.index.get(cell) {
-            _ if missing.is(cell) => self.missing(),
+            _ if missing.is(cell) => self.missing,
             Some(&slot) => slot,
-            None => self.other(),
+            None => Slots::other(self.missing as usize),
         }
     }
 }
@@ -762,7 +759,7 @@ impl Column<'_> {
     fn encode(&self, rows: &[usize], block: &mut [f32], stride: usize) -> usize {
         let enc = self.enc;
         let fill = enc.fill.unwrap_or_default();
-        let other = enc.levels.as_ref().map_or(0, |l| l.len() as u32 + 1);
+        let other = Slots::other(enc.levels.as_ref().map_or(0, Vec::len));
         let mut others = 0;
         for (i, &r) in rows.iter().enumerate() {
             let row = &mut block[i * stride + self.offset..];

@@ -47,8 +47,8 @@ pub fn training_values(enc: &Encoding, cells: &Parsed, train: &[usize]) -> Vec<V
 
 /// Each column's fit with its inputs' scales: the statistics of its [`training_values`] at the
 /// file's rows `train`, then [`UNSCALED`] for its other inputs. The inputs' sums run side by
-/// side, a share of the inputs to each of the pool's threads (an input's sums are one thread's,
-/// so the bits do not depend on the thread count).
+/// side, in one group of inputs per thread of the pool; each input's sums stay on one thread,
+/// so the bits do not depend on the thread count.
 pub fn fit(columns: Vec<(Encoding, Parsed)>, train: &[usize]) -> Vec<Fit> {
     let values: Vec<Vec<Vec<f32>>> = (columns.par_iter())
         .map(|(enc, cells)| training_values(enc, cells, train))

@@ -62,7 +62,7 @@ fn fit_embedded(
     let reversed: Vec<usize> = (0..csv.rows()).rev().collect();
     let layout = Layout {
         order: Some(&reversed),
-        standardize: None,
+        standardize_on_first: None,
     };
     let r = fit_and_encode(csv, inputs, missing, embed, layout)?;
     assert_eq!((&r.encodings, &r.unseen), (&encodings, &unseen));
@@ -88,7 +88,7 @@ fn standardised_as_encoded(
     let train_rows = csv.rows() / 2;
     let layout = Layout {
         order: Some(&order),
-        standardize: Some(train_rows),
+        standardize_on_first: Some(train_rows),
     };
     let scaled = fit_and_encode(csv, inputs, missing, embed, layout).unwrap();
     let split = |rows: &[usize]| crate::data::HostSplit {
@@ -370,6 +370,36 @@ fn infers_types_with_reasons() {
     );
 }
 
+/// A file of 8 MiB or more is read in two halves side by side: a guess proved wrong in the
+/// second half (a date column with a number, a numeric column with text) is read again as
+/// text, as in the first.
+#[test]
+fn a_guess_proved_wrong_late_in_a_large_file_is_read_again_as_text() {
+    let mut text = String::from("n,d,t,y\n");
+    let rows = 450_000;
+    for r in 0..rows {
+        let d = if r == rows - 2 {
+            "20240101".to_string()
+        } else {
+            format!("2024-01-{:02}", 1 + r % 28)
+        };
+        let t = if r == rows - 1 {
+            "late"
+        } else {
+            ["1", "2", "3"][r % 3]
+        };
+        writeln_row(
+            &mut text,
+            &[&format!("{}.5", r % 1000), &d, t, &(r % 2).to_string()],
+        );
+    }
+    assert!(text.len() > 8 << 20);
+    let got = inferred(&csv("large.csv", &text), "y");
+    let kinds: Vec<ColumnKind> = got.iter().map(|c| c.kind).collect();
+    use ColumnKind::*;
+    assert_eq!(kinds, [Numeric, Category, Category]);
+}
+
 /// A category with more than one-hot's levels is embedded when the rows allow a width of 2 or
 /// more, and is one-hot (its commonest levels) with the reason said when they do not.
 #[test]
@@ -443,6 +473,23 @@ fn a_hand_edited_encoding_must_fit_its_kind() {
     );
     enc[1].fill = Some(1.0);
     assert!(enc[1].check().is_err());
+}
+
+#[test]
+fn a_missing_cell_is_missing_even_where_a_hand_edited_level_is_spelled_so() {
+    let t = csv("na-level.csv", "c,y\nNA,0\nb,1\nz,0\n");
+    let enc = Encoding {
+        column: "c".into(),
+        kind: ColumnKind::Category,
+        fill: None,
+        indicator: false,
+        levels: Some(vec!["NA".into(), "b".into()]),
+        embed: None,
+    };
+    let (m, unseen) = encode(&t, &[enc], &Missing::default()).unwrap();
+    // Inputs: "NA", "b", (missing), (other).
+    assert_eq!(m.values, [0., 0., 1., 0., 0., 1., 0., 0., 0., 0., 0., 1.]);
+    assert_eq!(unseen, Unseen(vec![("c".to_string(), 1)]));
 }
 
 #[test]
