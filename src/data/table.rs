@@ -192,14 +192,15 @@ pub fn to_split(
 /// The inputs of a CSV file for `ember predict`: the run's feature columns (and scalar column)
 /// by name, or its typed columns encoded; a label column may be there or not.
 pub fn read_inputs(path: &Path, spec: &TableSpec) -> Result<(Matrix, Option<Vec<f32>>)> {
-    let csv = read_text(path)?;
     if let Some(encoding) = &spec.encoding {
+        let csv = super::tables::read_encoded(path, spec, encoding)?;
         let (inputs, unseen) = columns::encode(&csv, encoding, &spec.missing())?;
         if let Some(line) = unseen.line(path) {
             eprintln!("{line}");
         }
         return Ok((inputs, None));
     }
+    let csv = read_text(path)?;
     // A run on a built-in table has no column names: then every column but the label is input.
     let features = spec.features.clone().unwrap_or_else(|| {
         csv.header

@@ -386,6 +386,16 @@ fn read_table(path: &Path, spec: &TableSpec, kinds: Option<Kinds>) -> Result<tab
     columns::read_typed(path, &kinds, &spec.missing())
 }
 
+/// A file of a run with typed columns (`ember predict`'s input), read with the run's
+/// `encoding`: its numeric and date inputs parsed as read.
+pub(super) fn read_encoded(
+    path: &Path,
+    spec: &TableSpec,
+    encoding: &[Encoding],
+) -> Result<table::TextCsv> {
+    read_table(path, spec, Some(kinds_of(encoding)))
+}
+
 /// A file read after the training one; with typed columns (their `encoding`), its rows without
 /// a label are left out, and how many is said on stderr.
 fn read_labelled(
