@@ -192,9 +192,7 @@ pub fn read_text(path: &Path) -> Result<TextCsv> {
 /// The file's records that start before byte `bytes` (all of them in a smaller file), as
 /// [`read_text`] reads them: a sample of a large file's first rows.
 pub fn read_head(path: &Path, bytes: u64) -> Result<TextCsv> {
-    let fail = |what: String| EmberError::file(path, what);
-    let mut head = Reader::open(path, delimiter_of(&first_line(path)?), 0)?;
-    let header = head.header().map_err(fail)?;
+    let (mut head, header, _) = open_at_header(path)?;
     let parsers: Vec<Option<CellParser>> = vec![None; header.len()];
     let mut records = Records::new(&parsers);
     head.read_until(bytes, &mut records, path)?;
@@ -221,10 +219,7 @@ pub(crate) fn read_text_at<'a>(
     half: Option<u64>,
     parser_of: &dyn Fn(&str) -> Option<CellParser<'a>>,
 ) -> Result<TextCsv> {
-    let fail = |what: String| EmberError::file(path, what);
-    let delimiter = delimiter_of(&first_line(path)?);
-    let mut head = Reader::open(path, delimiter, 0)?;
-    let header = head.header().map_err(fail)?;
+    let (mut head, header, delimiter) = open_at_header(path)?;
     let parsers: Vec<Option<CellParser>> = header.iter().map(|h| parser_of(h)).collect();
     let boundary = match half {
         Some(byte) => line_start_after(path, byte)?,
@@ -264,6 +259,15 @@ pub(crate) fn read_text_at<'a>(
         }
     }
     Ok(records.into_csv(path, header))
+}
+
+/// A reader of the file from its start, past its header row; the header's names; and the
+/// delimiter, the header's.
+fn open_at_header(path: &Path) -> Result<(Reader, Vec<String>, u8)> {
+    let delimiter = delimiter_of(&first_line(path)?);
+    let mut head = Reader::open(path, delimiter, 0)?;
+    let header = head.header().map_err(|what| EmberError::file(path, what))?;
+    Ok((head, header, delimiter))
 }
 
 /// Where a second reader may start: the byte after the first `\n` at or after `byte`. `None`

@@ -105,10 +105,7 @@ impl Guess {
     /// A cell's value, NaN where it is missing; a cell of another kind marks the guess wrong
     /// and reads as missing, so that no text is kept for a column that will be read again.
     fn parse(&self, cell: &str, missing: &Missing) -> Option<f64> {
-        if missing.is(cell) {
-            return Some(f64::NAN);
-        }
-        let value = super::value_of(self.kind, cell);
+        let value = super::cell_value(self.kind, cell, missing);
         if value.is_none() {
             self.wrong.store(true, Ordering::Relaxed);
         }
@@ -126,16 +123,10 @@ fn guess(head: &TextCsv, c: usize, missing: &Missing) -> Option<Guess> {
         .peekable();
     let first = (*present.peek()?).to_string();
     let cells: Vec<&str> = present.collect();
-    let kind = if cells
-        .iter()
-        .all(|t| crate::data::number::finite(t).is_some())
-    {
-        ColumnKind::Numeric
-    } else if cells.iter().all(|t| dates::parse(t).is_some()) {
-        ColumnKind::Date
-    } else {
-        return None;
-    };
+    // Numbers first, as `kind_of` tries them.
+    let kind = [ColumnKind::Numeric, ColumnKind::Date]
+        .into_iter()
+        .find(|&kind| cells.iter().all(|t| super::value_of(kind, t).is_some()))?;
     let wrong = AtomicBool::new(false);
     Some(Guess { kind, first, wrong })
 }
@@ -192,10 +183,7 @@ fn many_levels(cells: &[&str], rows: usize) -> Option<(usize, Option<usize>)> {
 /// Column `c` of `csv`, parsed as read as `kind` (its every present cell one, the first
 /// `first`), as [`kind_of`] would type its text.
 fn parsed_kind(csv: &TextCsv, c: usize, kind: ColumnKind, first: &str) -> Inferred {
-    let mut present = Vec::with_capacity(csv.rows());
-    for part in csv.value_halves(c) {
-        present.extend(part.iter().filter(|v| !v.is_nan()));
-    }
+    let present = super::present_values(&csv.value_halves(c));
     let name = &csv.header[c];
     let (kind, values, why) = match kind {
         // Only where the file changed after its first records were read.

@@ -319,7 +319,8 @@ pub fn fit_and_encode(
             .map(|(e, p)| (e, p, Vec::new()))
             .collect(),
     };
-    let (matrix, unseen) = interleave(&fitted, order);
+    let views = fitted.iter().map(|(e, p, s)| (e, p, s.as_slice()));
+    let (matrix, unseen) = interleave(views, order);
     let stats = train.map(|_| {
         let scales = fitted.iter().flat_map(|(_, _, s)| s);
         let (mean, std) = scales.copied().unzip();
@@ -398,12 +399,8 @@ pub fn read_typed(
     kinds: &std::collections::BTreeMap<String, ColumnKind>,
     missing: &Missing,
 ) -> Result<TextCsv> {
-    let cell = |kind: ColumnKind, t: &str| match missing.is(t) {
-        true => Some(f64::NAN),
-        false => value_of(kind, t),
-    };
-    let number = |t: &str| cell(ColumnKind::Numeric, t);
-    let date = |t: &str| cell(ColumnKind::Date, t);
+    let number = |t: &str| cell_value(ColumnKind::Numeric, t, missing);
+    let date = |t: &str| cell_value(ColumnKind::Date, t, missing);
     read_parsing(path, &|name| -> Option<CellParser> {
         match kinds.get(name)? {
             ColumnKind::Numeric => Some(&number),
@@ -491,11 +488,16 @@ fn parsed(kind: ColumnKind, parts: &[&[f64]]) -> Parsed {
 
 /// [`parsed`], and the values that are not missing (for the median).
 fn parsed_and_present(kind: ColumnKind, parts: &[&[f64]]) -> (Parsed, Vec<f64>) {
+    (parsed(kind, parts), present_values(parts))
+}
+
+/// The values of a column's `parts` that are not missing (NaN), in order.
+fn present_values(parts: &[&[f64]]) -> Vec<f64> {
     let mut present = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
     for part in parts {
         present.extend(part.iter().filter(|v| !v.is_nan()));
     }
-    (parsed(kind, parts), present)
+    present
 }
 
 fn fit_column(
@@ -624,6 +626,15 @@ fn scalar(csv: &TextCsv, name: &str, kind: ColumnKind, cell: &str, line: u64) ->
     })
 }
 
+/// A cell's value as `kind` as it is read: NaN for a missing cell, `None` for a cell that is
+/// neither missing nor of the kind.
+fn cell_value(kind: ColumnKind, cell: &str, missing: &Missing) -> Option<f64> {
+    match missing.is(cell) {
+        true => Some(f64::NAN),
+        false => value_of(kind, cell),
+    }
+}
+
 /// A numeric cell's value, or a date cell's day; `None` when the cell is neither.
 fn value_of(kind: ColumnKind, cell: &str) -> Option<f64> {
     match kind {
@@ -678,28 +689,32 @@ pub fn encode(
         .map(|enc| csv.column(&enc.column, "a column of the run's data.encoding"))
         .collect::<Result<Vec<usize>>>()?;
     // Each column parsed in parallel; the error reported is the file's first bad cell.
-    let parsed: Vec<std::result::Result<Fit, BadCell>> = (columns.par_iter().zip(encodings))
-        .map(|(&c, enc)| {
-            let cells = match enc.kind {
-                ColumnKind::Category => {
-                    slots(csv, c, enc.levels.as_deref().unwrap_or_default(), missing)
-                }
-                kind => with_values(csv, c, kind, missing, |parts| parsed(kind, parts))?,
-            };
-            Ok((enc.clone(), cells, Vec::new()))
+    let parsed: Vec<std::result::Result<Parsed, BadCell>> = (columns.par_iter().zip(encodings))
+        .map(|(&c, enc)| match enc.kind {
+            ColumnKind::Category => Ok(slots(
+                csv,
+                c,
+                enc.levels.as_deref().unwrap_or_default(),
+                missing,
+            )),
+            kind => with_values(csv, c, kind, missing, |parts| parsed(kind, parts)),
         })
         .collect();
     let parsed = first_bad_cell(parsed)?;
     let in_file_order: Vec<usize> = (0..csv.rows()).collect();
-    Ok(interleave(&parsed, &in_file_order))
+    let unscaled = (encodings.iter().zip(&parsed)).map(|(e, p)| (e, p, &[][..]));
+    Ok(interleave(unscaled, &in_file_order))
 }
 
-/// Writes the inputs of each column, as `fitted`, into the rows of one matrix, the file's row
-/// `order[i]` as row `i`, blocks of rows in parallel.
-fn interleave(fitted: &[Fit], order: &[usize]) -> (Matrix, Unseen) {
+/// Writes the inputs of each column (its encoding, its parsed cells, its inputs' scales) into
+/// the rows of one matrix, the file's row `order[i]` as row `i`, blocks of rows in parallel.
+fn interleave<'a>(
+    columns: impl Iterator<Item = (&'a Encoding, &'a Parsed, &'a [scaling::Scale])>,
+    order: &[usize],
+) -> (Matrix, Unseen) {
     let mut width = 0;
-    let mut encoded = Vec::with_capacity(fitted.len());
-    for (enc, cells, scales) in fitted {
+    let mut encoded = Vec::new();
+    for (enc, cells, scales) in columns {
         let offset = width;
         encoded.push(Column {
             enc,
@@ -725,8 +740,8 @@ fn interleave(fitted: &[Fit], order: &[usize]) -> (Matrix, Unseen) {
     for block in blocks {
         others.iter_mut().zip(block).for_each(|(n, b)| *n += b);
     }
-    for ((enc, _, _), n) in fitted.iter().zip(others).filter(|(_, n)| *n > 0) {
-        unseen.0.push((enc.column.clone(), n));
+    for (col, n) in encoded.iter().zip(others).filter(|(_, n)| *n > 0) {
+        unseen.0.push((col.enc.column.clone(), n));
     }
     let matrix = Matrix {
         rows,
