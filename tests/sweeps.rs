@@ -322,6 +322,10 @@ fn cross_validation_runs_each_fold_and_reports_over_them() {
     let plan = ember(&["sweep", "plan", path_str(&sweep)]);
     ok(&plan);
     assert!(stdout(&plan).contains("data.fold=4"), "{}", stdout(&plan));
+    // The learning rates and folds of one network: one unit of replicas.
+    let text = stdout(&plan);
+    let how = "10 replicas of one model, in one process, each of 5 folds on its own rows";
+    assert!(text.contains(how), "{text}");
     let out = dir.join("out");
     let run = [
         "sweep",

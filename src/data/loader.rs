@@ -110,6 +110,11 @@ impl LoaderBuilder {
         Self::new(batch_size.max(EVAL_ROWS))
     }
 
+    /// Rows a batch.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
     /// Leave out the last batch when it is partial.
     pub fn drop_last(mut self, drop_last: bool) -> Self {
         self.drop_last = drop_last;

@@ -213,6 +213,47 @@ impl HostSplit {
         (self, rest)
     }
 
+    /// The rows of `parts`, one after another (folds as replicas: each fold's split in one
+    /// upload). The parts share their columns and their kind of labels.
+    pub fn concat(parts: &[&HostSplit]) -> HostSplit {
+        let mut all = HostSplit {
+            features: Matrix {
+                rows: 0,
+                cols: parts.first().map_or(0, |p| p.features.cols),
+                values: Vec::new(),
+            },
+            scalar: None,
+            labels: match parts.first().map(|p| &p.labels) {
+                Some(Labels::Binary(_)) => Labels::Binary(Vec::new()),
+                Some(Labels::Values(m)) => Labels::Values(Matrix {
+                    rows: 0,
+                    cols: m.cols,
+                    values: Vec::new(),
+                }),
+                _ => Labels::Classes(Vec::new()),
+            },
+        };
+        for part in parts {
+            debug_assert_eq!(part.features.cols, all.features.cols, "parts share columns");
+            debug_assert!(
+                part.scalar.is_none(),
+                "folds as replicas have no scalar column"
+            );
+            all.features.values.extend_from_slice(&part.features.values);
+            all.features.rows += part.rows();
+            match (&mut all.labels, &part.labels) {
+                (Labels::Classes(a), Labels::Classes(b))
+                | (Labels::Binary(a), Labels::Binary(b)) => a.extend_from_slice(b),
+                (Labels::Values(a), Labels::Values(b)) => {
+                    a.values.extend_from_slice(&b.values);
+                    a.rows += b.rows;
+                }
+                _ => unreachable!("the parts share their kind of labels"),
+            }
+        }
+        all
+    }
+
     /// The first `n` rows (or all of them).
     pub fn truncate(self, n: usize) -> HostSplit {
         match n < self.rows() {
@@ -607,6 +648,17 @@ mod tests {
             other.features.values,
             fold_split(all, first, 7).1.features.values
         );
+    }
+
+    #[test]
+    fn concat_lays_the_parts_one_after_another() {
+        let mut all = toy(10);
+        all.scalar = None;
+        let (a, b) = (all.range(0, 4), all.range(4, 6));
+        assert_eq!(HostSplit::concat(&[&a, &b]), all);
+        let twice = HostSplit::concat(&[&b, &b]);
+        assert_eq!(twice.rows(), 12);
+        assert_eq!(twice.take(&(6..12).collect::<Vec<_>>()), b);
     }
 
     #[test]

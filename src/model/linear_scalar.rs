@@ -70,11 +70,13 @@ impl<B: Backend> LinearScalar<B> {
         let regression = metrics.then(|| RegressionStep {
             abs_error_sum: (prediction.clone().detach() - batch.y.clone()).abs().sum(),
             targets: batch.y.clone(),
+            mask: None,
         });
         StepOutput {
             loss: MseLoss::new().forward(prediction, batch.y, Reduction::Mean),
             correct: None,
             rows,
+            replica_rows: None,
             regression,
         }
     }

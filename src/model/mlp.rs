@@ -208,11 +208,13 @@ impl<B: EmberBackend> Mlp<B> {
                 let regression = metrics.then(|| RegressionStep {
                     abs_error_sum: error.clone().detach().abs().sum(),
                     targets: y,
+                    mask: None,
                 });
                 StepOutput {
                     loss: error.square().mean(),
                     correct: None,
                     rows,
+                    replica_rows: None,
                     regression,
                 }
             }

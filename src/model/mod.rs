@@ -30,6 +30,9 @@ pub struct StepOutput<B: Backend> {
     pub correct: Option<Tensor<B, 1>>,
     /// Rows in the batch.
     pub rows: usize,
+    /// Each replica's rows, where the replicas' rows differ in count (folds as replicas); the
+    /// loss and the correct rows are then each replica's over its own rows.
+    pub replica_rows: Option<Vec<usize>>,
     /// A regression's figures for MAE and R².
     pub regression: Option<RegressionStep<B>>,
 }
@@ -38,6 +41,9 @@ pub struct StepOutput<B: Backend> {
 pub struct RegressionStep<B: Backend> {
     pub abs_error_sum: Tensor<B, 1>,
     pub targets: Tensor<B, 2>,
+    /// With each replica's own rows (folds as replicas): `[K, L]`, 1 on the real rows of each
+    /// replica's `L` (the targets are then `[K * L, k]`), 0 on the padding.
+    pub mask: Option<Tensor<B, 2>>,
 }
 
 impl<B: Backend> StepOutput<B> {
@@ -47,6 +53,7 @@ impl<B: Backend> StepOutput<B> {
             loss,
             correct: Some(correct),
             rows,
+            replica_rows: None,
             regression: None,
         }
     }
@@ -73,9 +80,11 @@ pub fn train_output_of<B: AutodiffBackend, M: AutodiffModule<B>>(
         loss: out.loss.detach(),
         correct: out.correct.map(Tensor::detach),
         rows: out.rows,
+        replica_rows: out.replica_rows,
         regression: out.regression.map(|r| RegressionStep {
             abs_error_sum: r.abs_error_sum.detach(),
             targets: r.targets.detach(),
+            mask: r.mask,
         }),
     };
     TrainOutput::new(model, grads, output)
@@ -111,7 +120,8 @@ impl<B: Backend> StepOutput<B> {
 }
 
 /// A regression pass's sums, on the device: absolute errors, and the targets' first and second
-/// moments about the first batch's mean (a shift that keeps the variance exact in f32).
+/// moments about the first batch's mean (a shift that keeps the variance exact in f32). The
+/// moments are `[1, k]`, or `[K, k]` when each replica has its own rows (folds as replicas).
 struct RegressionTotals<B: Backend> {
     abs_error: Tensor<B, 1>,
     shift: Tensor<B, 2>,
@@ -119,14 +129,38 @@ struct RegressionTotals<B: Backend> {
     sum_sq: Tensor<B, 2>,
 }
 
+/// Each replica's moments `[K, k]` of its real rows (`mask` `[K, L]`) of `targets`
+/// `[K * L, k]` about `shift` (`None`: the rows' own mean), with that shift.
+fn masked_moments<B: Backend>(
+    targets: Tensor<B, 2>,
+    mask: Tensor<B, 2>,
+    shift: Option<Tensor<B, 2>>,
+) -> [Tensor<B, 2>; 3] {
+    let [k, l] = mask.dims();
+    let cols = targets.dims()[1];
+    let y = targets.reshape([k, l, cols]);
+    let m = mask.reshape([k, l, 1]);
+    let shift = shift.unwrap_or_else(|| {
+        let count = m.clone().sum_dim(1).clamp_min(1.0);
+        ((y.clone() * m.clone()).sum_dim(1) / count).reshape([k, cols])
+    });
+    let d = (y - shift.clone().reshape([k, 1, cols])) * m;
+    let sum = d.clone().sum_dim(1).reshape([k, cols]);
+    let sum_sq = (d.clone() * d).sum_dim(1).reshape([k, cols]);
+    [shift, sum, sum_sq]
+}
+
 impl<B: Backend> RegressionTotals<B> {
     fn add(acc: Option<Self>, step: RegressionStep<B>) -> Self {
-        let shift = match &acc {
-            Some(a) => a.shift.clone(),
-            None => step.targets.clone().mean_dim(0),
+        let shift = acc.as_ref().map(|a| a.shift.clone());
+        let [shift, sum, sum_sq] = match step.mask {
+            Some(mask) => masked_moments(step.targets, mask, shift),
+            None => {
+                let shift = shift.unwrap_or_else(|| step.targets.clone().mean_dim(0));
+                let d = step.targets - shift.clone();
+                [shift, d.clone().sum_dim(0), (d.clone() * d).sum_dim(0)]
+            }
         };
-        let d = step.targets - shift.clone();
-        let (sum, sum_sq) = (d.clone().sum_dim(0), (d.clone() * d).sum_dim(0));
         match acc {
             None => Self {
                 abs_error: step.abs_error_sum,
@@ -159,6 +193,11 @@ impl<B: Backend> RegressionTotals<B> {
             .expect("a float tensor reads back");
         fit(v[0], &v[1..], mse, rows)
     }
+
+    /// Whether each replica has moments of its own (`[K, k]`).
+    fn per_replica(&self, replicas: usize) -> bool {
+        replicas > 1 && self.sum.dims()[0] == replicas
+    }
 }
 
 /// MAE and R² from a pass's summed absolute error, its targets' sums then sums of squares
@@ -175,6 +214,15 @@ fn fit(abs_error: f64, sums: &[f64], mse: f64, rows: usize) -> (f64, Option<f64>
     (mae, r2)
 }
 
+/// Replica `r`'s sums then sums of squares out of `moments`, which holds every replica's sums
+/// `[K, k]` then every replica's sums of squares `[K, k]`.
+fn replica_moments(moments: &[f64], replicas: usize, r: usize) -> Vec<f64> {
+    let cols = moments.len() / (2 * replicas);
+    let (sums, squares) = moments.split_at(replicas * cols);
+    let row = |m: &[f64]| m[r * cols..(r + 1) * cols].to_vec();
+    [row(sums), row(squares)].concat()
+}
+
 /// Running totals of the step outputs of one pass over a split, kept on the device: two
 /// additions per step, and a read only when asked.
 pub struct StepTotals<B: Backend> {
@@ -182,6 +230,8 @@ pub struct StepTotals<B: Backend> {
     correct: Option<Tensor<B, 1>>,
     regression: Option<RegressionTotals<B>>,
     rows: usize,
+    /// Each replica's rows, when they differ (folds as replicas).
+    replica_rows: Option<Vec<usize>>,
 }
 
 impl<B: Backend> Default for StepTotals<B> {
@@ -197,6 +247,7 @@ impl<B: Backend> StepTotals<B> {
             correct: None,
             regression: None,
             rows: 0,
+            replica_rows: None,
         }
     }
 
@@ -207,7 +258,26 @@ impl<B: Backend> StepTotals<B> {
                 None => v,
             }
         }
-        let weighted = out.loss.mul_scalar(out.rows as f32);
+        let weighted = match &out.replica_rows {
+            None => out.loss.mul_scalar(out.rows as f32),
+            Some(rows) => {
+                let rows: Vec<f32> = rows.iter().map(|r| *r as f32).collect();
+                out.loss.clone() * Tensor::from_floats(rows.as_slice(), &out.loss.device())
+            }
+        };
+        // Each replica's rows, once a step has given them: until then, every replica's are the
+        // steps' rows; after, a step without them gave every replica its rows.
+        match (&mut self.replica_rows, &out.replica_rows) {
+            (None, None) => {}
+            (None, Some(each)) => {
+                let totals = each.iter().map(|r| self.rows + r).collect();
+                self.replica_rows = Some(totals);
+            }
+            (Some(totals), None) => totals.iter_mut().for_each(|t| *t += out.rows),
+            (Some(totals), Some(each)) => {
+                totals.iter_mut().zip(each).for_each(|(t, r)| *t += r);
+            }
+        }
         self.loss_sum = Some(sum(self.loss_sum.take(), weighted));
         if let Some(c) = out.correct {
             self.correct = Some(sum(self.correct.take(), c));
@@ -233,8 +303,8 @@ impl<B: Backend> StepTotals<B> {
     }
 
     /// Each replica's running means (the totals of a replica group, `[K]` each), with one
-    /// device read: the regression targets' moments are shared, as every replica sees the
-    /// same validation rows.
+    /// device read. The regression targets' moments are shared where every replica sees the
+    /// same validation rows, and each replica's own where it has its own rows (folds).
     pub fn read_replicas(&self, replicas: usize) -> Vec<StepStats> {
         let flat = |t: &Tensor<B, 2>| t.clone().reshape([-1]);
         let mut parts: Vec<Tensor<B, 1>> = self.loss_sum.iter().cloned().collect();
@@ -256,22 +326,27 @@ impl<B: Backend> StepTotals<B> {
             .convert::<f64>()
             .to_vec()
             .expect("a float tensor reads back");
-        let n = self.rows.max(1) as f64;
         let correct_at = self.correct.is_some().then_some(replicas);
         let abs_at = replicas * (1 + usize::from(self.correct.is_some()));
+        let moments = &v[(abs_at + replicas).min(v.len())..];
         (0..replicas)
             .map(|r| {
+                let rows = self.replica_rows.as_ref().map_or(self.rows, |each| each[r]);
+                let n = rows.max(1) as f64;
                 let loss = v[r] / n;
-                let fitted = self
-                    .regression
-                    .as_ref()
-                    .map(|_| fit(v[abs_at + r], &v[abs_at + replicas..], loss, self.rows));
+                let fitted = self.regression.as_ref().map(|totals| {
+                    let sums = match totals.per_replica(replicas) {
+                        true => replica_moments(moments, replicas, r),
+                        false => moments.to_vec(),
+                    };
+                    fit(v[abs_at + r], &sums, loss, rows)
+                });
                 StepStats {
                     loss,
                     accuracy: correct_at.map(|c| v[c + r] / n),
                     mae: fitted.map(|f| f.0),
                     r2: fitted.and_then(|f| f.1),
-                    rows: self.rows,
+                    rows,
                 }
             })
             .collect()
@@ -284,6 +359,7 @@ impl<B: Backend> StepTotals<B> {
             loss: one(stats.loss),
             correct: stats.accuracy.map(|a| one(a * stats.rows as f64)),
             rows: stats.rows,
+            replica_rows: None,
             regression: None,
         }
     }

@@ -1,16 +1,18 @@
-//! Replicas: trials that share a model shape and the data, and differ only in seed or learning
-//! rate, trained as K replicas of one batched model on one device, through the Learner
-//! (`ember sweep run` does this by default for such a unit). Each replica has its own initial
-//! weights, data order, loss, metrics, optimizer state and learning rate, and writes its own
-//! trial folder; the group checkpoints once, under `unit-NNN/`.
+//! Replicas: trials that share a model shape and the data, and differ only in seed, learning
+//! rate or cross-validation fold, trained as K replicas of one batched model on one device,
+//! through the Learner (`ember sweep run` does this by default for such a unit). Each replica
+//! has its own initial weights, data order, loss, metrics, optimizer state and learning rate,
+//! with folds its own training and validation rows (`folds`), and writes its own trial folder;
+//! the group checkpoints once, under `unit-NNN/`.
 
 pub mod bench;
+pub mod folds;
 pub mod loader;
 pub mod model;
 pub mod strategy;
 pub mod unit;
 
-use crate::config::{JobConfig, ModelKind, OptimizerSpec, ScheduleSpec};
+use crate::config::{ClassWeight, DataSpec, JobConfig, ModelKind, OptimizerSpec, ScheduleSpec};
 
 /// Why the trials of `configs` cannot train as replicas of one model, or `None` when they can.
 pub fn why_not(configs: &[JobConfig]) -> Option<String> {
@@ -32,7 +34,10 @@ pub fn why_not(configs: &[JobConfig]) -> Option<String> {
     }
     let common = normalised(first);
     if configs.iter().any(|c| normalised(c) != common) {
-        return Some("the trials differ in more than seed and learning rate".into());
+        return Some("the trials differ in more than seed, learning rate and fold".into());
+    }
+    if let Some(why) = why_not_folds(configs) {
+        return Some(why.into());
     }
     let lrs_differ = configs
         .iter()
@@ -46,10 +51,31 @@ pub fn why_not(configs: &[JobConfig]) -> Option<String> {
     None
 }
 
-/// `config` with what replicas may differ in (seed, learning rate, the overrides that set
-/// them) cleared; the validation split keeps its own seed.
+/// Why trials of several folds cannot train as replicas, where they hold several folds.
+fn why_not_folds(configs: &[JobConfig]) -> Option<&'static str> {
+    let fold = |c: &JobConfig| c.table().and_then(|t| t.fold).map(|f| f.index);
+    if configs.iter().all(|c| fold(c) == fold(&configs[0])) {
+        return None;
+    }
+    let first = &configs[0];
+    if first.model.kind == ModelKind::LinearScalar {
+        return Some("linear-scalar's folds train one per process");
+    }
+    if matches!(first.class_weight, Some(ClassWeight::Balanced)) {
+        return Some("class_weight = \"balanced\" weighs each fold's classes by its own counts");
+    }
+    None
+}
+
+/// `config` with what replicas may differ in (seed, learning rate, fold, the overrides that
+/// set them) cleared; the validation split keeps its own seed.
 fn normalised(config: &JobConfig) -> JobConfig {
     let mut c = config.clone();
+    if let DataSpec::Table(t) = &mut c.data
+        && let Some(fold) = &mut t.fold
+    {
+        fold.index = 0;
+    }
     c.split_seed = Some(config.split_seed());
     c.seed = 0;
     c.overrides.clear();

@@ -123,12 +123,35 @@ pub struct ReplicaMlp<B: Backend> {
     plan: Option<embed::Plan>,
 }
 
-/// A training batch: the same rows for every replica (file order), or each replica's own rows
+/// A batch: the same rows for every replica (file order), or each replica's own rows
 /// (shuffled), replica after replica.
 #[derive(Clone, Debug)]
 pub struct ReplicaBatch<B: Backend> {
     pub rows: MlpBatch<B>,
     pub shared: bool,
+    /// With rows of each replica's own split (folds as replicas), whose counts differ.
+    pub ragged: Option<Ragged<B>>,
+}
+
+/// Each replica's rows of a batch where their counts differ: every replica has `L` rows, of
+/// which its first `counts[r]` are real and the rest padding. The padding adds nothing to a
+/// replica's loss, gradients or metrics.
+#[derive(Clone, Debug)]
+pub struct Ragged<B: Backend> {
+    /// `[K, L]`: 1 on the real rows, 0 on the padding.
+    pub mask: Tensor<B, 2>,
+    pub counts: Vec<usize>,
+}
+
+impl<B: Backend> ReplicaBatch<B> {
+    /// Rows every replica sees.
+    pub fn shared(rows: MlpBatch<B>) -> Self {
+        Self {
+            rows,
+            shared: true,
+            ragged: None,
+        }
+    }
 }
 
 impl<B: EmberBackend> ReplicaMlp<B> {
@@ -248,6 +271,18 @@ impl<B: EmberBackend> ReplicaMlp<B> {
     /// Each replica's mean loss `[K]`, correct rows `[K]` (classifiers) and, with `metrics`, a
     /// regression's absolute errors `[K]` beside its shared targets.
     fn step_output(&self, batch: ReplicaBatch<B>, metrics: bool) -> StepOutput<B> {
+        match batch.ragged {
+            // A training batch of as many rows for every replica takes the even path; a
+            // validation batch keeps its mask, for each replica's own regression moments.
+            Some(r) if metrics || r.counts.iter().any(|c| *c != r.counts[0]) => {
+                self.ragged_output(batch.rows, r, metrics)
+            }
+            _ => self.even_output(batch, metrics),
+        }
+    }
+
+    /// [`ReplicaMlp::step_output`] where every replica has as many rows.
+    fn even_output(&self, batch: ReplicaBatch<B>, metrics: bool) -> StepOutput<B> {
         let k = self.replicas;
         let n = batch.rows.inputs.dims()[0] / if batch.shared { 1 } else { k };
         if let (Some(s), Targets::Values(y), false) = (&self.scalar, &batch.rows.targets, metrics) {
@@ -263,6 +298,7 @@ impl<B: EmberBackend> ReplicaMlp<B> {
                 loss,
                 correct,
                 rows: n,
+                replica_rows: None,
                 regression,
             };
         }
@@ -313,15 +349,75 @@ impl<B: EmberBackend> ReplicaMlp<B> {
                         .sum_dim(1)
                         .reshape([k]),
                     targets: y,
+                    mask: None,
                 });
                 StepOutput {
                     loss: per_replica(error.square()).mean_dim(1).reshape([k]),
                     correct: None,
                     rows: n,
+                    replica_rows: None,
                     regression,
                 }
             }
         }
+    }
+
+    /// [`ReplicaMlp::step_output`] on each replica's own rows, `L` of them, of which the first
+    /// `counts[r]` are real: each replica's loss and metrics are over its real rows alone.
+    fn ragged_output(&self, rows: MlpBatch<B>, ragged: Ragged<B>, metrics: bool) -> StepOutput<B> {
+        let Ragged { mask, counts } = ragged;
+        let [k, l] = mask.dims();
+        let width = rows.inputs.dims()[1];
+        let out = self.forward(rows.inputs.reshape([k, l, width]));
+        let divisors: Vec<f32> = counts.iter().map(|c| (*c).max(1) as f32).collect();
+        let divisors = Tensor::<B, 1>::from_floats(divisors.as_slice(), &mask.device());
+        // Filled, not multiplied: a padding row's non-finite loss must not reach the sum.
+        let padding = mask.clone().equal_elem(0.0);
+        let sum = |per_row: Tensor<B, 2>| {
+            let real = per_row.mask_fill(padding.clone(), 0.0);
+            real.sum_dim(1).reshape([k])
+        };
+        let mean = |per_row: Tensor<B, 2>| sum(per_row) / divisors.clone();
+        let weights = self.class_weights.as_deref().filter(|_| !metrics);
+        let mut step = match rows.targets {
+            Targets::Classes(labels) => {
+                let labels = labels.reshape([k, l]);
+                let correct = out.clone().argmax(2).reshape([k, l]).equal(labels.clone());
+                let losses = match weights {
+                    Some(w) => weighting::cross_entropy_rows(out, labels, w),
+                    None => log_softmax(out, 2)
+                        .gather(2, labels.reshape([k, l, 1]))
+                        .reshape([k, l])
+                        .neg(),
+                };
+                StepOutput::classified(mean(losses), sum(correct.float()), l)
+            }
+            Targets::Binary(labels) => {
+                let y = labels.float().reshape([k, l, 1]);
+                let correct = out.clone().greater_elem(0.0).float().equal(y.clone());
+                let losses = weighting::binary_cross_entropy(out, y, weights.unwrap_or(&[1.0; 2]));
+                let correct = sum(correct.float().reshape([k, l]));
+                StepOutput::classified(mean(losses.reshape([k, l])), correct, l)
+            }
+            Targets::Values(y) => {
+                let cols = y.dims()[1];
+                let error = out - y.clone().reshape([k, l, cols]);
+                let regression = metrics.then(|| RegressionStep {
+                    abs_error_sum: sum(error.clone().detach().abs().sum_dim(2).reshape([k, l])),
+                    targets: y,
+                    mask: Some(mask.clone()),
+                });
+                StepOutput {
+                    loss: mean(error.square().mean_dim(2).reshape([k, l])),
+                    correct: None,
+                    rows: l,
+                    replica_rows: None,
+                    regression,
+                }
+            }
+        };
+        step.replica_rows = Some(counts);
+        step
     }
 
     fn rows(&self, t: Tensor<B, 2>, shared: bool, n: usize) -> Tensor<B, 3> {
@@ -412,10 +508,10 @@ impl<B: TrainBackend> TrainStep for ReplicaMlp<B> {
 }
 
 impl<B: EmberBackend> InferenceStep for ReplicaMlp<B> {
-    type Input = MlpBatch<B>;
+    type Input = ReplicaBatch<B>;
     type Output = StepOutput<B>;
 
-    fn step(&self, rows: MlpBatch<B>) -> StepOutput<B> {
-        self.step_output(ReplicaBatch { rows, shared: true }, true)
+    fn step(&self, batch: ReplicaBatch<B>) -> StepOutput<B> {
+        self.step_output(batch, true)
     }
 }

@@ -225,7 +225,8 @@ impl ReplicaStrategy {
         (stats, step)
     }
 
-    /// One validation pass of every replica over the shared validation rows.
+    /// One validation pass of every replica over its validation rows (shared, or with folds
+    /// its own).
     fn valid_epoch<LC>(
         &self,
         model: &LC::InferenceModel,

@@ -4,12 +4,12 @@
 //! its trials beside them; each trial gets an ordinary run folder (config, metrics, summary,
 //! curves, model). Running it again resumes the group from its last checkpoint.
 
-use super::loader::ReplicaLoader;
-use super::model::ReplicaMlp;
+use super::folds::GroupData;
+use super::loader::{ReplicaLoader, SharedRows};
+use super::model::{ReplicaBatch, ReplicaMlp};
 use super::strategy::{GroupLog, ReplicaLog, ReplicaStrategy};
 use crate::config::JobConfig;
 use crate::console::Console;
-use crate::data::HostData;
 use crate::data::loader::{EpochCell, LoaderBuilder};
 use crate::device::{self, Backends, Device, DeviceRequest, OnBackend, TrainBackend};
 use crate::error::{EmberError, Result};
@@ -26,7 +26,8 @@ use crate::train::checkpoint::{self, CheckpointDir, Manifest};
 use crate::train::metrics::{NullLogger, RunningMetric};
 use crate::train::reports::ReportClock;
 use crate::train::schedule::Schedule;
-use crate::train::{self, DEFAULT_CHECKPOINT_SECONDS, DEFAULT_PROGRESS_SECONDS, signals};
+use crate::train::{DEFAULT_CHECKPOINT_SECONDS, DEFAULT_PROGRESS_SECONDS, signals};
+use burn::data::dataloader::DataLoader;
 use burn::module::{AutodiffModule, Module};
 use burn::optim::SimpleOptimizer;
 use burn::optim::adaptor::OptimizerAdaptor;
@@ -40,12 +41,34 @@ use std::time::{Duration, Instant};
 const TRIALS: &str = "trials";
 
 /// Trains unit `unit` of the sweep in `dir` as replicas; returns each trial's summary line.
+/// Folds whose training splits make different numbers of batches an epoch train as groups one
+/// after another, each group's folds alike.
 pub fn train<D: Backends>(
     dir: &Path,
     unit: usize,
     request: DeviceRequest,
     console: &Console,
 ) -> Result<String> {
+    let (mut lines, mut left) = (Vec::new(), usize::MAX);
+    loop {
+        let (text, now_left) = train_group::<D>(dir, unit, request, console)?;
+        lines.push(text);
+        // Each group ends its trials; stop once none is left (or, defensively, none ended).
+        if now_left == 0 || now_left >= left {
+            return Ok(lines.join("\n"));
+        }
+        left = now_left;
+    }
+}
+
+/// Trains one group of unit `unit`'s trials; returns their summary lines, and how many trials
+/// of the unit are left for another group.
+fn train_group<D: Backends>(
+    dir: &Path,
+    unit: usize,
+    request: DeviceRequest,
+    console: &Console,
+) -> Result<(String, usize)> {
     let started = Instant::now();
     let (sweep, plan) = SweepDir::open(dir)?;
     let trials = plan.select(Some(unit))?;
@@ -53,12 +76,13 @@ pub fn train<D: Backends>(
     // Held from before the trials' folders are touched until the group has ended.
     let lock = RunDir::create(Some(&unit_dir), "unit", 32 * 1024 * 1024)?;
     let resuming = checkpoint::latest(&unit_dir.join(folder::CHECKPOINTS)).is_ok();
-    let members = members(&sweep, &unit_dir, &trials, resuming)?;
+    let mut members = members(&sweep, &unit_dir, &trials, resuming)?;
     let mut configs: Vec<JobConfig> = members
         .iter()
         .map(|t| plan.config(t))
         .collect::<Result<_>>()?;
-    if let Some(why) = super::why_not(&configs) {
+    // A group after the first may be one fold's trial alone.
+    if let Some(why) = super::why_not(&configs).filter(|_| configs.len() > 1) {
         return Err(input_err!("unit {unit}: cannot train as replicas: {why}"));
     }
     let device = device::choose(request)?;
@@ -67,16 +91,23 @@ pub fn train<D: Backends>(
         members.len(),
         device::describe(device)
     ));
-    let data = train::load_data(&mut configs[0], console)?;
-    for c in &mut configs[1..] {
-        train::resolve_from_data(c, &data)?;
+    let (data, left_out) = super::folds::load(&mut configs, console)?;
+    for &r in left_out.iter().rev() {
+        members.remove(r);
     }
-    // linear-scalar's replicas are one layer over `[x | f]`.
-    let data = data.scalar_as_last_input();
+    if !left_out.is_empty() {
+        console.line(&format!(
+            "unit {unit}: {} of them now, the {} whose folds make other batch counts after",
+            members.len(),
+            left_out.len()
+        ));
+        let list: Vec<String> = members.iter().map(|t| t.index.to_string()).collect();
+        write_atomic(&unit_dir.join(TRIALS), list.join(" ").as_bytes())?;
+    }
     let task = UnitTask {
         _lock: lock,
         sweep: &sweep,
-        unit_dir,
+        unit_dir: unit_dir.clone(),
         members: members.iter().map(|t| t.index).collect(),
         configs,
         data: &data,
@@ -84,7 +115,17 @@ pub fn train<D: Backends>(
         console,
         started,
     };
-    D::dispatch(device, task)
+    let text = D::dispatch(device, task)?;
+    // Trials left out of this group (now, or before it was resumed) start a group of their own.
+    let left = (trials.iter())
+        .filter(|t| matches!(sweep.state(t.index), TrialState::New | TrialState::Lost))
+        .count();
+    if left > 0 {
+        // The next group starts afresh: this one's checkpoints are of its own trials.
+        let checkpoints = unit_dir.join(folder::CHECKPOINTS);
+        std::fs::remove_dir_all(&checkpoints).map_err(|e| EmberError::write(&checkpoints, e))?;
+    }
+    Ok((text, left))
 }
 
 /// The trials the group trains, in replica order: on a fresh start the unit's trials that have
@@ -105,9 +146,9 @@ fn members<'p>(
         let members: Vec<&Trial> = (trials.iter().copied())
             .filter(|t| wanted.contains(&t.index))
             .collect();
-        if members.len() < 2 {
+        if members.is_empty() {
             return Err(input_err!(
-                "{}: names no two trials of this unit",
+                "{}: names no trial of this unit",
                 list.display()
             ));
         }
@@ -146,7 +187,7 @@ struct UnitTask<'a> {
     unit_dir: PathBuf,
     members: Vec<usize>,
     configs: Vec<JobConfig>,
-    data: &'a HostData,
+    data: &'a GroupData,
     device: Device,
     console: &'a Console,
     started: Instant,
@@ -188,13 +229,8 @@ impl UnitTask<'_> {
     {
         let config = &self.configs[0];
         let params = model.num_params() / self.members.len();
-        let train_rows = MlpBatch::<B>::from_host(&self.data.train, &device);
         let epoch = EpochCell::default();
-        let seeds = config
-            .shuffle
-            .then(|| self.configs.iter().map(|c| c.seed).collect());
-        let batching = (config.batch_size, config.drop_last);
-        let train = ReplicaLoader::new(train_rows, seeds, batching, epoch.clone(), device.clone());
+        let train = self.train_loader::<B>(epoch.clone(), &device);
         let schedule = Schedule::new(&config.schedule, lr, train.batches_per_epoch());
         let optimizer = OptimizerAdaptor::<O, ReplicaMlp<B>, B>::from(optimizer);
         let mut learner: Learner<Components<B, O>> = Learner::new(model, optimizer, schedule);
@@ -207,24 +243,16 @@ impl UnitTask<'_> {
         }));
         std::fs::create_dir_all(&checkpoints).map_err(|e| EmberError::write(&checkpoints, e))?;
         let strategy = self.strategy(CheckpointDir::new(checkpoints), epoch, log.clone());
-        let valid = LoaderBuilder::evaluation(config.batch_size)
-            .max_tensor_bytes(device::max_tensor_bytes(self.device))
-            .build(
-                &self.data.valid,
-                self.data.valid.row_bytes(),
-                device.clone(),
-                |rows| MlpBatch::<B::Inference>::from_host(rows, &device),
-            );
+        let valid = self.valid_loader::<B::Inference>(&device);
         let steps = train.batches_per_epoch();
-        let mut training =
-            SupervisedTraining::new(&self.unit_dir, Arc::new(train), Arc::new(valid))
-                .with_training_strategy(TrainingStrategy::Custom(Arc::new(strategy)))
-                .with_metric_logger(NullLogger)
-                .with_application_logger(None)
-                .num_epochs(config.epochs)
-                .metric_train_numeric(RunningMetric::loss())
-                .metric_valid_numeric(RunningMetric::loss())
-                .renderer(self.console.renderer(config.epochs, steps));
+        let mut training = SupervisedTraining::new(&self.unit_dir, Arc::new(train), valid)
+            .with_training_strategy(TrainingStrategy::Custom(Arc::new(strategy)))
+            .with_metric_logger(NullLogger)
+            .with_application_logger(None)
+            .num_epochs(config.epochs)
+            .metric_train_numeric(RunningMetric::loss())
+            .metric_valid_numeric(RunningMetric::loss())
+            .renderer(self.console.renderer(config.epochs, steps));
         if let Some(m) = &resumed {
             training = training.checkpoint(m.epoch);
         }
@@ -232,6 +260,47 @@ impl UnitTask<'_> {
         self.console.finish();
         let log = std::mem::take(&mut *log.lock().expect("group log lock"));
         self.finish::<B>(log, &result.model, params, &device)
+    }
+
+    /// The replicas' training batches: of the shared split, or each of its own fold's.
+    fn train_loader<B: Backend>(&self, epoch: EpochCell, device: &B::Device) -> ReplicaLoader<B> {
+        let config = &self.configs[0];
+        let seeds = config
+            .shuffle
+            .then(|| self.configs.iter().map(|c| c.seed).collect());
+        let batching = (config.batch_size, config.drop_last);
+        let rows = match &self.data.folds {
+            None => &self.data.data.train,
+            Some(f) => &f.train,
+        };
+        let rows = MlpBatch::<B>::from_host(rows, device);
+        let loader = ReplicaLoader::new(rows, seeds, batching, epoch, device.clone());
+        match &self.data.folds {
+            None => loader,
+            Some(f) => loader.with_blocks(f.train_blocks.clone()),
+        }
+    }
+
+    /// The replicas' validation batches, in file order as a single run's: the shared rows, or
+    /// each replica's own fold.
+    fn valid_loader<B: Backend>(
+        &self,
+        device: &B::Device,
+    ) -> Arc<dyn DataLoader<B, ReplicaBatch<B>>> {
+        let batch_size = LoaderBuilder::evaluation(self.configs[0].batch_size).batch_size();
+        if let Some(f) = &self.data.folds {
+            let rows = MlpBatch::<B>::from_host(&f.valid, device);
+            let epoch = EpochCell::default();
+            let loader = ReplicaLoader::new(rows, None, (batch_size, false), epoch, device.clone());
+            return Arc::new(loader.with_blocks(f.valid_blocks.clone()));
+        }
+        let valid = &self.data.data.valid;
+        let loader = LoaderBuilder::evaluation(self.configs[0].batch_size)
+            .max_tensor_bytes(device::max_tensor_bytes(self.device))
+            .build(valid, valid.row_bytes(), device.clone(), |rows| {
+                MlpBatch::<B>::from_host(rows, device)
+            });
+        Arc::new(SharedRows(Arc::new(loader)))
     }
 
     /// With a checkpoint in `dir`, the learner restored from it onto `device`.
@@ -389,8 +458,8 @@ impl UnitTask<'_> {
                 history: replica.history.into_records(),
                 wall_seconds: self.started.elapsed().as_secs_f64(),
                 failure,
-                data_source: self.data.source.clone(),
-                rows_without_label: self.data.dropped_labels,
+                data_source: self.data.data.source.clone(),
+                rows_without_label: self.data.data.dropped_labels,
                 params,
                 host_reads: device::host_read::count(),
                 tracker: replica.tracker,

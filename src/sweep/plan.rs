@@ -118,7 +118,8 @@ impl Plan {
     }
 }
 
-/// Keys that replicas of one batched model may differ in: the seed and optimizer scalars.
+/// Keys that trials of one unit may differ in: the seed, the cross-validation fold and
+/// optimizer scalars (replicas of one batched model where `replicas::why_not` allows).
 fn replicable(key: &str) -> bool {
     const SCALARS: [&str; 7] = [
         "lr",
@@ -130,6 +131,7 @@ fn replicable(key: &str) -> bool {
         "weight_decay",
     ];
     key == "seed"
+        || key == FOLD
         || key.split_once('.').is_some_and(|(section, name)| {
             ["sgd", "adam", "adamw"].contains(&section) && SCALARS.contains(&name)
         })
@@ -405,12 +407,30 @@ impl Plan {
         for unit in 0..self.units {
             let trials = self.select(Some(unit))?;
             let how = match self.why_not_replicas(&trials)? {
-                None => format!("{} replicas of one model, in one process", trials.len()),
+                None => format!(
+                    "{} replicas of one model, in one process{}",
+                    trials.len(),
+                    folds_note(&trials)
+                ),
                 Some(why) => format!("processes ({why})"),
             };
             out.push_str(&format!("{unit:>4}  {how}\n"));
         }
         Ok(out.trim_end().to_string())
+    }
+}
+
+/// ", each of 5 folds on its own rows" where a unit's trials hold out several folds.
+fn folds_note(trials: &[&Trial]) -> String {
+    let mut folds: Vec<String> = (trials.iter())
+        .flat_map(|t| t.sets.iter().filter(|(k, _)| k == FOLD))
+        .map(|(_, v)| v.to_string())
+        .collect();
+    folds.sort();
+    folds.dedup();
+    match folds.len() {
+        0 | 1 => String::new(),
+        n => format!(", each of {n} folds on its own rows"),
     }
 }
 
