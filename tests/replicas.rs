@@ -322,7 +322,8 @@ fn an_interrupted_fold_group_resumes_and_the_fold_left_out_trains_after() {
     let out = dir.join("out");
     let args = sweep_run(&sweep, &out);
     let log = out.join("logs/unit-000.log");
-    interrupt_after_epoch_2(&args, &log, "4 interrupted");
+    // The fifth fold's group had not begun: interrupted too.
+    interrupt_after_epoch_2(&args, &log, "5 interrupted");
     assert_eq!(status(&out.join("trial-000")), "interrupted");
     assert!(!out.join("trial-004").join("metrics.csv").exists());
     ok(&ember(&args.iter().map(String::as_str).collect::<Vec<_>>()));

@@ -30,8 +30,8 @@ pub struct StepOutput<B: Backend> {
     pub correct: Option<Tensor<B, 1>>,
     /// Rows in the batch.
     pub rows: usize,
-    /// Each replica's rows, where the replicas' rows differ in count (folds as replicas); the
-    /// loss and the correct rows are then each replica's over its own rows.
+    /// Each replica's rows, where each replica has rows of its own whose counts may differ
+    /// (folds as replicas); the loss and the correct rows are then each over its own rows.
     pub replica_rows: Option<Vec<usize>>,
     /// A regression's figures for MAE and R².
     pub regression: Option<RegressionStep<B>>,

@@ -32,9 +32,9 @@ fn fold_of(config: &JobConfig) -> Option<usize> {
 }
 
 /// Reads the group's data and resolves every config from its own replica's data. With folds,
-/// only the replicas whose training split makes as many batches an epoch as the first one's
-/// can share its steps (and its learning-rate schedule): the others are left out of `configs`,
-/// for a group of their own, and their positions come back.
+/// only the replicas whose training splits make as many batches an epoch can share their steps
+/// (and the learning-rate schedule): those whose count is not the most common one are left out
+/// of `configs`, for a group of their own, and their positions come back.
 pub fn load(configs: &mut Vec<JobConfig>, console: &Console) -> Result<(GroupData, Vec<usize>)> {
     let data = train::load_data(&mut configs[0], console)?;
     let first_fold = fold_of(&configs[0]);
@@ -67,12 +67,13 @@ pub fn load(configs: &mut Vec<JobConfig>, console: &Console) -> Result<(GroupDat
         }
         each.push(at);
     }
-    let batches = |at: usize| {
-        let c = &configs[0];
-        batches_of(read[at].1.train.rows(), c.batch_size, c.drop_last)
-    };
+    let (batch_size, drop_last) = (configs[0].batch_size, configs[0].drop_last);
+    let batches: Vec<usize> = (each.iter())
+        .map(|&at| batches_of(read[at].1.train.rows(), batch_size, drop_last))
+        .collect();
+    let common = most_common(&batches);
     let left_out: Vec<usize> = (0..configs.len())
-        .filter(|&r| batches(each[r]) != batches(each[0]))
+        .filter(|&r| batches[r] != common)
         .collect();
     for &r in left_out.iter().rev() {
         configs.remove(r);
@@ -101,6 +102,18 @@ pub fn load(configs: &mut Vec<JobConfig>, console: &Console) -> Result<(GroupDat
         folds: Some(folds),
     };
     Ok((group, left_out))
+}
+
+/// The value most of `counts` hold (the first of them on a tie).
+fn most_common(counts: &[usize]) -> usize {
+    let times = |v: usize| counts.iter().filter(|c| **c == v).count();
+    let mut best = counts[0];
+    for &c in counts {
+        if times(c) > times(best) {
+            best = c;
+        }
+    }
+    best
 }
 
 /// "train rows 275-276, valid rows 68-69".

@@ -126,7 +126,9 @@ impl<B: Backend> ReplicaLoader<B> {
                     crate::rng::permutation(&mut rng, count)
                 }
             };
-            let at = |i: usize| (start + order.get(i).copied().unwrap_or(0)) as i64;
+            // The padding repeats the block's first row (a row of the split even for an empty
+            // block, which folds never make).
+            let at = |i: usize| order.get(i).map_or(0, |o| (start + o) as i64);
             indices.extend((0..total).map(|i| at(if i < rows { i } else { 0 })));
             mask.extend((0..total).map(|i| if i < rows { 1.0f32 } else { 0.0 }));
         }

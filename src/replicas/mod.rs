@@ -16,12 +16,17 @@ use crate::config::{ClassWeight, DataSpec, JobConfig, ModelKind, OptimizerSpec, 
 
 /// Why the trials of `configs` cannot train as replicas of one model, or `None` when they can.
 pub fn why_not(configs: &[JobConfig]) -> Option<String> {
+    if configs.len() == 1 {
+        return Some("a single trial".into());
+    }
+    why_not_group(configs)
+}
+
+/// [`why_not`], but for a group that may be one trial (a unit's later group of folds).
+pub fn why_not_group(configs: &[JobConfig]) -> Option<String> {
     let Some(first) = configs.first() else {
         return Some("no trial left to train".into());
     };
-    if configs.len() < 2 {
-        return Some("a single trial".into());
-    }
     if first.model.kind == ModelKind::Cnn {
         return Some("replicas are MLPs; a convolutional network trains one per process".into());
     }

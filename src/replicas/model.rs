@@ -269,7 +269,7 @@ impl<B: EmberBackend> ReplicaMlp<B> {
     }
 
     /// Each replica's mean loss `[K]`, correct rows `[K]` (classifiers) and, with `metrics`, a
-    /// regression's absolute errors `[K]` beside its shared targets.
+    /// regression's absolute errors `[K]` beside its targets (shared, or each replica's own).
     fn step_output(&self, batch: ReplicaBatch<B>, metrics: bool) -> StepOutput<B> {
         match batch.ragged {
             // A training batch of as many rows for every replica takes the even path; a

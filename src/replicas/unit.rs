@@ -42,47 +42,62 @@ const TRIALS: &str = "trials";
 
 /// Trains unit `unit` of the sweep in `dir` as replicas; returns each trial's summary line.
 /// Folds whose training splits make different numbers of batches an epoch train as groups one
-/// after another, each group's folds alike.
+/// after another, each group's folds alike. A group in which every replica diverged does not
+/// keep the next from training; the unit reports it at the end.
 pub fn train<D: Backends>(
     dir: &Path,
     unit: usize,
     request: DeviceRequest,
     console: &Console,
 ) -> Result<String> {
-    let (mut lines, mut left) = (Vec::new(), usize::MAX);
+    let (sweep, _) = SweepDir::open(dir)?;
+    // Held from before the trials' folders are touched until every group has ended.
+    let _lock = RunDir::create(Some(&sweep.unit(unit)), "unit", 32 * 1024 * 1024)?;
+    let (mut lines, mut diverged, mut left) = (Vec::new(), Vec::new(), usize::MAX);
     loop {
-        let (text, now_left) = train_group::<D>(dir, unit, request, console)?;
-        lines.push(text);
+        let (outcome, now_left) = train_group::<D>(dir, unit, request, console)?;
+        match outcome {
+            Ok(text) => lines.push(text),
+            Err(EmberError::Diverged(text)) => diverged.push(text),
+            Err(e) => return Err(e),
+        }
         // Each group ends its trials; stop once none is left (or, defensively, none ended).
         if now_left == 0 || now_left >= left {
-            return Ok(lines.join("\n"));
+            break;
         }
         left = now_left;
     }
+    match lines.is_empty() {
+        true => Err(EmberError::Diverged(diverged.join("\n"))),
+        false => Ok(lines
+            .into_iter()
+            .chain(diverged)
+            .collect::<Vec<_>>()
+            .join("\n")),
+    }
 }
 
-/// Trains one group of unit `unit`'s trials; returns their summary lines, and how many trials
-/// of the unit are left for another group.
+/// Trains one group of unit `unit`'s trials (the caller holds the unit's lock); returns the
+/// group's outcome (its summary lines), and how many trials of the unit are left for another.
 fn train_group<D: Backends>(
     dir: &Path,
     unit: usize,
     request: DeviceRequest,
     console: &Console,
-) -> Result<(String, usize)> {
+) -> Result<(Result<String>, usize)> {
     let started = Instant::now();
     let (sweep, plan) = SweepDir::open(dir)?;
     let trials = plan.select(Some(unit))?;
     let unit_dir = sweep.unit(unit);
-    // Held from before the trials' folders are touched until the group has ended.
-    let lock = RunDir::create(Some(&unit_dir), "unit", 32 * 1024 * 1024)?;
-    let resuming = checkpoint::latest(&unit_dir.join(folder::CHECKPOINTS)).is_ok();
+    let checkpoints = unit_dir.join(folder::CHECKPOINTS);
+    let resuming = checkpoint::latest(&checkpoints).is_ok();
     let mut members = members(&sweep, &unit_dir, &trials, resuming)?;
     let mut configs: Vec<JobConfig> = members
         .iter()
         .map(|t| plan.config(t))
         .collect::<Result<_>>()?;
     // A group after the first may be one fold's trial alone.
-    if let Some(why) = super::why_not(&configs).filter(|_| configs.len() > 1) {
+    if let Some(why) = super::why_not_group(&configs) {
         return Err(input_err!("unit {unit}: cannot train as replicas: {why}"));
     }
     let device = device::choose(request)?;
@@ -105,7 +120,6 @@ fn train_group<D: Backends>(
         write_atomic(&unit_dir.join(TRIALS), list.join(" ").as_bytes())?;
     }
     let task = UnitTask {
-        _lock: lock,
         sweep: &sweep,
         unit_dir: unit_dir.clone(),
         members: members.iter().map(|t| t.index).collect(),
@@ -115,17 +129,17 @@ fn train_group<D: Backends>(
         console,
         started,
     };
-    let text = D::dispatch(device, task)?;
+    let outcome = D::dispatch(device, task);
     // Trials left out of this group (now, or before it was resumed) start a group of their own.
     let left = (trials.iter())
         .filter(|t| matches!(sweep.state(t.index), TrialState::New | TrialState::Lost))
         .count();
-    if left > 0 {
-        // The next group starts afresh: this one's checkpoints are of its own trials.
-        let checkpoints = unit_dir.join(folder::CHECKPOINTS);
+    // The next group starts afresh, unless this one stopped to be resumed: its checkpoints
+    // are of its own trials, which have ended.
+    if left > 0 && matches!(outcome, Ok(_) | Err(EmberError::Diverged(_))) {
         std::fs::remove_dir_all(&checkpoints).map_err(|e| EmberError::write(&checkpoints, e))?;
     }
-    Ok((text, left))
+    Ok((outcome, left))
 }
 
 /// The trials the group trains, in replica order: on a fresh start the unit's trials that have
@@ -157,14 +171,9 @@ fn members<'p>(
     let mut members = Vec::new();
     for t in trials {
         match sweep.state(t.index) {
-            // A trial with a checkpoint of its own resumes as a process (`sweep run` starts it).
-            TrialState::Ended(_) | TrialState::Unfinished => {}
-            TrialState::Busy => {
-                return Err(input_err!(
-                    "trial {:03}: another process is running it",
-                    t.index
-                ));
-            }
+            // A trial with a checkpoint of its own resumes as a process (`sweep run` starts it,
+            // and it may be running now, beside a unit's later group).
+            TrialState::Ended(_) | TrialState::Unfinished | TrialState::Busy => {}
             _ => members.push(*t),
         }
     }
@@ -182,7 +191,6 @@ fn members<'p>(
 
 /// Everything the chosen backend needs.
 struct UnitTask<'a> {
-    _lock: RunDir,
     sweep: &'a SweepDir,
     unit_dir: PathBuf,
     members: Vec<usize>,
@@ -197,6 +205,7 @@ impl OnBackend for UnitTask<'_> {
     type Output = Result<String>;
 
     fn run<B: TrainBackend>(self, device: B::Device) -> Result<String> {
+        self.check_fold_uploads()?;
         let model = ReplicaMlp::<B>::new(&self.configs, &device);
         let factors: Vec<f32> = super::lr_factors(&self.configs)
             .iter()
@@ -260,6 +269,28 @@ impl UnitTask<'_> {
         self.console.finish();
         let log = std::mem::take(&mut *log.lock().expect("group log lock"));
         self.finish::<B>(log, &result.model, params, &device)
+    }
+
+    /// With folds, that the device can hold their splits as one tensor each (a wgpu device
+    /// binds at most so many bytes); they are uploaded whole, where validation rows shared by
+    /// every replica go up in shards.
+    fn check_fold_uploads(&self) -> Result<()> {
+        let (Some(f), Some(max)) = (&self.data.folds, device::max_tensor_bytes(self.device)) else {
+            return Ok(());
+        };
+        for (what, split) in [("training", &f.train), ("validation", &f.valid)] {
+            let bytes = (split.rows() * split.row_bytes()) as u64;
+            if bytes > max {
+                return Err(input_err!(
+                    "folds as replicas: the {} folds' {what} splits take {} MB, more than this \
+                     device binds in one tensor ({} MB); run the sweep with --processes",
+                    self.members.len(),
+                    bytes.div_ceil(1 << 20),
+                    max >> 20
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The replicas' training batches: of the shared split, or each of its own fold's.

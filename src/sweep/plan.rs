@@ -277,7 +277,7 @@ pub fn plan(path: &Path, extra: &[String]) -> Result<Plan> {
         crate::config::load_with(&base, &all)
             .map_err(|e| EmberError::file(path, format!("trial {}: {e}", t.index)))?;
     }
-    Ok(Plan {
+    split_fold_units(Plan {
         name,
         base,
         units: unit_keys.len(),
@@ -285,6 +285,29 @@ pub fn plan(path: &Path, extra: &[String]) -> Result<Plan> {
         axes,
         set,
     })
+}
+
+/// A unit's folds that cannot train as replicas (a convolutional network, dropout, ...) are a
+/// unit each, so that a Slurm array runs them side by side.
+fn split_fold_units(mut plan: Plan) -> Result<Plan> {
+    let mut split = vec![false; plan.units];
+    for (unit, s) in split.iter_mut().enumerate() {
+        let trials = plan.select(Some(unit))?;
+        *s = !folds_note(&trials).is_empty() && plan.why_not_replicas(&trials)?.is_some();
+    }
+    let mut keys: Vec<(usize, Option<String>)> = Vec::new();
+    for t in &mut plan.trials {
+        let fold = (t.sets.iter())
+            .find(|(k, _)| k == FOLD && split[t.unit])
+            .map(|(_, v)| v.to_string());
+        let key = (t.unit, fold);
+        t.unit = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
+            keys.push(key);
+            keys.len() - 1
+        });
+    }
+    plan.units = keys.len();
+    Ok(plan)
 }
 
 /// Each trial's held-out fold: `None` once without cross-validation, else 0 to `folds` - 1.
@@ -480,6 +503,26 @@ mod tests {
             let v: f64 = b["adam.beta1=".len()..].parse().unwrap();
             (0.8..0.95).contains(&v)
         }));
+    }
+
+    #[test]
+    fn folds_share_a_unit_of_replicas_and_have_a_unit_each_where_they_cannot() {
+        let dir = crate::data::test_dir("sweep-folds");
+        let p = sweep(&dir, "base = \"base.toml\"\nfolds = 3\nseeds = [1, 2]\n");
+        let replicas = plan(&p, &[]).unwrap();
+        assert_eq!((replicas.trials.len(), replicas.units), (6, 1));
+        let how = "6 replicas of one model, in one process, each of 3 folds on its own rows";
+        assert!(replicas.text().unwrap().contains(how));
+        let dropout = plan(&p, &["model.dropout=0.1".to_string()]).unwrap();
+        assert_eq!(dropout.units, 3);
+        for (t, fold) in dropout.trials.iter().zip([0, 1, 2, 0, 1, 2]) {
+            assert_eq!(t.unit, fold, "trial {}", t.index);
+        }
+        let text = dropout.text().unwrap();
+        assert!(
+            text.contains("processes (dropout masks are drawn per run)"),
+            "{text}"
+        );
     }
 
     #[test]

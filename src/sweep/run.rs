@@ -334,7 +334,13 @@ impl<'a> Pool<'a> {
                 _ => group.push(t),
             }
         }
-        if group.len() < 2 {
+        // A last trial trains as a process, unless it is a unit's group to resume (folds of
+        // another batch count train as a later group of their unit, and may be one).
+        let resumable = crate::train::checkpoint::latest(
+            &self.dir.unit(unit).join(crate::run::folder::CHECKPOINTS),
+        )
+        .is_ok();
+        if group.len() < 2 && !(resumable && group.len() == 1) {
             alone.extend(group);
             return alone;
         }
@@ -409,6 +415,11 @@ impl<'a> Pool<'a> {
             TrialState::Busy => {
                 t.busy += 1;
                 "another process is running it".to_string()
+            }
+            // A unit's later group that Ctrl-C stopped before it began.
+            TrialState::New if code == 130 => {
+                t.interrupted += 1;
+                "not started: interrupted; run the sweep again to train it".to_string()
             }
             TrialState::New | TrialState::Lost => {
                 t.failed += 1;
