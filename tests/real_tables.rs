@@ -18,10 +18,7 @@ const CITIES: [&str; 5] = ["Oslo", "Lima", "Pune", "Kobe", "Rome"];
 
 /// The job `ember init` drafts for `csv`, with `epochs` set; its stderr too.
 fn drafted(dir: &Path, csv: &Path, label: &str, epochs: usize) -> (PathBuf, String) {
-    let out = ember(&["init", "--csv", path_str(csv), "--label", label]);
-    ok(&out);
-    let job = stdout(&out).replace("epochs = 20", &format!("epochs = {epochs}"));
-    (config(dir, "job.toml", &job), stderr(&out))
+    common::drafted_as(dir, "job.toml", csv, label, epochs)
 }
 
 /// The last validation accuracy of a run.

@@ -242,10 +242,7 @@ fn folds_as_replicas_match_their_single_runs() {
     for (label, batch_size, split) in cases.into_iter().chain([("species", 55, true)]) {
         let dir = scratch(&format!("replicas-folds-{label}-{batch_size}"));
         let penguins = root().join("examples/penguins.csv");
-        let init = ember(&["init", "--csv", path_str(&penguins), "--label", label]);
-        ok(&init);
-        let job = stdout(&init).replace("epochs = 20", "epochs = 3");
-        config(&dir, "base.toml", &job);
+        drafted_as(&dir, "base.toml", &penguins, label, 3);
         let sweep = config(
             &dir,
             "sweep.toml",
@@ -313,10 +310,7 @@ fn interrupt_after_epoch_2(args: &[String], log: &Path, interrupted: &str) {
 fn an_interrupted_fold_group_resumes_and_the_fold_left_out_trains_after() {
     let dir = scratch("replicas-folds-resume");
     let penguins = root().join("examples/penguins.csv");
-    let init = ember(&["init", "--csv", path_str(&penguins), "--label", "species"]);
-    ok(&init);
-    let job = stdout(&init).replace("epochs = 20", "epochs = 400");
-    config(&dir, "base.toml", &job);
+    drafted_as(&dir, "base.toml", &penguins, "species", 400);
     let text = "base = \"base.toml\"\nfolds = 5\n[grid]\nbatch_size = [55]\n";
     let sweep = config(&dir, "sweep.toml", text);
     let out = dir.join("out");

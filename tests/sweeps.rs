@@ -310,10 +310,7 @@ fn units_run_alone_and_bad_sweeps_are_one_line_errors() {
 fn cross_validation_runs_each_fold_and_reports_over_them() {
     let dir = scratch("sweep-folds");
     let penguins = root().join("examples/penguins.csv");
-    let init = ember(&["init", "--csv", path_str(&penguins), "--label", "species"]);
-    ok(&init);
-    let job = stdout(&init).replace("epochs = 20", "epochs = 4");
-    config(&dir, "base.toml", &job);
+    drafted_as(&dir, "base.toml", &penguins, "species", 4);
     let sweep = beside_base(
         &dir,
         "cv.toml",

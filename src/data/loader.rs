@@ -222,6 +222,20 @@ impl<B: Backend, T: Rows<B>> Clone for DeviceLoader<B, T> {
     }
 }
 
+/// Rows served per epoch of `rows`: all, or with `drop_last` the whole batches'.
+pub fn served(rows: usize, batch_size: usize, drop_last: bool) -> usize {
+    match drop_last {
+        true => rows - rows % batch_size,
+        false => rows,
+    }
+}
+
+/// The order of `rows` rows in a shuffled `epoch`, drawn from `seed`: a single run's, and each
+/// replica's from its own seed.
+pub fn shuffled(seed: u64, epoch: usize, rows: usize) -> Vec<usize> {
+    crate::rng::permutation(&mut crate::rng::stream(seed, "shuffle", epoch as u64), rows)
+}
+
 impl<B: Backend, T: Rows<B>> DeviceLoader<B, T> {
     /// Rows in the split.
     pub fn num_rows(&self) -> usize {
@@ -230,11 +244,7 @@ impl<B: Backend, T: Rows<B>> DeviceLoader<B, T> {
 
     /// Rows served per epoch (the partial last batch is dropped with `drop_last`).
     pub fn rows_per_epoch(&self) -> usize {
-        if self.drop_last {
-            self.rows - self.rows % self.batch_size
-        } else {
-            self.rows
-        }
+        served(self.rows, self.batch_size, self.drop_last)
     }
 
     /// Batches per epoch.
@@ -246,10 +256,7 @@ impl<B: Backend, T: Rows<B>> DeviceLoader<B, T> {
     pub fn order_of(&self, epoch: usize) -> Vec<usize> {
         match self.order {
             Order::Sequential => (0..self.rows).collect(),
-            Order::Shuffled { seed } => crate::rng::permutation(
-                &mut crate::rng::stream(seed, "shuffle", epoch as u64),
-                self.rows,
-            ),
+            Order::Shuffled { seed } => shuffled(seed, epoch, self.rows),
         }
     }
 

@@ -27,7 +27,7 @@ pub struct GroupData {
 }
 
 /// The held-out fold of `config`, if it has one.
-fn fold_of(config: &JobConfig) -> Option<usize> {
+pub(super) fn fold_of(config: &JobConfig) -> Option<usize> {
     config.table().and_then(|t| t.fold).map(|f| f.index)
 }
 
@@ -45,26 +45,21 @@ pub fn load(configs: &mut Vec<JobConfig>, console: &Console) -> Result<(GroupDat
         let data = data.scalar_as_last_input();
         return Ok((GroupData { data, folds: None }, Vec::new()));
     }
-    // One read per fold (a sweep's seeds repeat the folds); quiet after the first.
+    // One read per fold (a sweep's seeds repeat the folds); quiet after the first. The first
+    // replica's config is resolved already.
     let quiet = Console::new(Verbosity::Quiet);
-    let mut read: Vec<(Option<usize>, HostData)> = Vec::new();
-    let mut each = Vec::with_capacity(configs.len());
-    for (r, c) in configs.iter_mut().enumerate() {
+    let mut read: Vec<(Option<usize>, HostData)> = vec![(first_fold, data)];
+    let mut each = vec![0];
+    for c in &mut configs[1..] {
         let fold = fold_of(c);
         let at = match read.iter().position(|(f, _)| *f == fold) {
             Some(at) => at,
-            None if r == 0 => {
-                read.push((fold, data.clone()));
-                read.len() - 1
-            }
             None => {
                 read.push((fold, train::load_data(&mut c.clone(), &quiet)?));
                 read.len() - 1
             }
         };
-        if r > 0 {
-            train::resolve_from_data(c, &read[at].1)?;
-        }
+        train::resolve_from_data(c, &read[at].1)?;
         each.push(at);
     }
     let (batch_size, drop_last) = (configs[0].batch_size, configs[0].drop_last);
@@ -98,7 +93,7 @@ pub fn load(configs: &mut Vec<JobConfig>, console: &Console) -> Result<(GroupDat
         valid_blocks,
     };
     let group = GroupData {
-        data,
+        data: read.swap_remove(0).1,
         folds: Some(folds),
     };
     Ok((group, left_out))

@@ -11,7 +11,7 @@
 //! and masked ([`Ragged`]).
 
 use super::model::{Ragged, ReplicaBatch};
-use crate::data::loader::{EpochCell, Rows};
+use crate::data::loader::{EpochCell, Rows, served, shuffled};
 use crate::model::mlp::MlpBatch;
 use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::prelude::*;
@@ -37,14 +37,6 @@ impl Blocks {
             })
             .collect();
         Self { starts, counts }
-    }
-}
-
-/// Rows served per epoch of `rows`: all, or with `drop_last` the whole batches'.
-fn served(rows: usize, batch_size: usize, drop_last: bool) -> usize {
-    match drop_last {
-        true => rows - rows % batch_size,
-        false => rows,
     }
 }
 
@@ -113,7 +105,7 @@ impl<B: Backend> ReplicaLoader<B> {
     /// the permutation its single run draws from its seed) as indices into the split, padded to
     /// the longest with its first row, and the mask of its real rows; uploaded once an epoch.
     fn block_epoch(&self, blocks: &Blocks) -> BlockEpoch<B> {
-        let epoch = self.epoch.get() as u64;
+        let epoch = self.epoch.get();
         let total = self.rows_per_epoch();
         let served: Vec<usize> = blocks.counts.iter().map(|c| self.served(*c)).collect();
         let (mut indices, mut mask) = (Vec::new(), Vec::new());
@@ -121,10 +113,7 @@ impl<B: Backend> ReplicaLoader<B> {
             let (start, count) = (blocks.starts[r], blocks.counts[r]);
             let order = match &self.seeds {
                 None => (0..count).collect(),
-                Some(seeds) => {
-                    let mut rng = crate::rng::stream(seeds[r], "shuffle", epoch);
-                    crate::rng::permutation(&mut rng, count)
-                }
+                Some(seeds) => shuffled(seeds[r], epoch, count),
             };
             // The padding repeats the block's first row (a row of the split even for an empty
             // block, which folds never make).
@@ -145,10 +134,7 @@ impl<B: Backend> ReplicaLoader<B> {
         let n = self.split.rows();
         let values: Vec<i64> = seeds
             .iter()
-            .flat_map(|&seed| {
-                let mut rng = crate::rng::stream(seed, "shuffle", epoch as u64);
-                crate::rng::permutation(&mut rng, n)
-            })
+            .flat_map(|&seed| shuffled(seed, epoch, n))
             .map(|i| i as i64)
             .collect();
         Tensor::from_data(TensorData::new(values, [seeds.len(), n]), &self.device)

@@ -58,7 +58,7 @@ pub fn why_not_group(configs: &[JobConfig]) -> Option<String> {
 
 /// Why trials of several folds cannot train as replicas, where they hold several folds.
 fn why_not_folds(configs: &[JobConfig]) -> Option<&'static str> {
-    let fold = |c: &JobConfig| c.table().and_then(|t| t.fold).map(|f| f.index);
+    let fold = folds::fold_of;
     if configs.iter().all(|c| fold(c) == fold(&configs[0])) {
         return None;
     }

@@ -318,15 +318,7 @@ impl<B: EmberBackend> ReplicaMlp<B> {
                     false => labels.reshape([k, n]),
                 };
                 let correct = out.clone().argmax(2).reshape([k, n]).equal(labels.clone());
-                let loss = match weights {
-                    Some(w) => weighting::cross_entropy_rows(out, labels, w)
-                        .mean_dim(1)
-                        .reshape([k]),
-                    None => {
-                        let picked = log_softmax(out, 2).gather(2, labels.reshape([k, n, 1]));
-                        per_replica(picked).mean_dim(1).neg().reshape([k])
-                    }
-                };
+                let loss = class_losses(out, labels, weights).mean_dim(1).reshape([k]);
                 let correct = correct.float().sum_dim(1).reshape([k]);
                 StepOutput::classified(loss, correct, n)
             }
@@ -383,13 +375,7 @@ impl<B: EmberBackend> ReplicaMlp<B> {
             Targets::Classes(labels) => {
                 let labels = labels.reshape([k, l]);
                 let correct = out.clone().argmax(2).reshape([k, l]).equal(labels.clone());
-                let losses = match weights {
-                    Some(w) => weighting::cross_entropy_rows(out, labels, w),
-                    None => log_softmax(out, 2)
-                        .gather(2, labels.reshape([k, l, 1]))
-                        .reshape([k, l])
-                        .neg(),
-                };
+                let losses = class_losses(out, labels, weights);
                 StepOutput::classified(mean(losses), sum(correct.float()), l)
             }
             Targets::Binary(labels) => {
@@ -422,6 +408,22 @@ impl<B: EmberBackend> ReplicaMlp<B> {
 
     fn rows(&self, t: Tensor<B, 2>, shared: bool, n: usize) -> Tensor<B, 3> {
         per_replica_rows(t, self.replicas, n, shared)
+    }
+}
+
+/// Each row's softmax cross-entropy `[K, n]` of logits `[K, n, C]` and class indices `[K, n]`,
+/// weighted by its class with `weights`. (Negated before the mean, not after: the same bits.)
+fn class_losses<B: Backend>(
+    out: Tensor<B, 3>,
+    labels: Tensor<B, 2, Int>,
+    weights: Option<&[f32]>,
+) -> Tensor<B, 2> {
+    let [k, n] = labels.dims();
+    match weights {
+        Some(w) => weighting::cross_entropy_rows(out, labels, w),
+        None => (log_softmax(out, 2).gather(2, labels.reshape([k, n, 1])))
+            .reshape([k, n])
+            .neg(),
     }
 }
 

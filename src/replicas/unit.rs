@@ -21,7 +21,7 @@ use crate::run::folder::{self, RunDir};
 use crate::run::history::{History, read_csv};
 use crate::run::report::RunReport;
 use crate::sweep::folder::{BASE, SweepDir, TrialState};
-use crate::sweep::plan::Trial;
+use crate::sweep::plan::{Plan, Trial};
 use crate::train::checkpoint::{self, CheckpointDir, Manifest};
 use crate::train::metrics::{NullLogger, RunningMetric};
 use crate::train::reports::ReportClock;
@@ -50,12 +50,12 @@ pub fn train<D: Backends>(
     request: DeviceRequest,
     console: &Console,
 ) -> Result<String> {
-    let (sweep, _) = SweepDir::open(dir)?;
+    let (sweep, plan) = SweepDir::open(dir)?;
     // Held from before the trials' folders are touched until every group has ended.
     let _lock = RunDir::create(Some(&sweep.unit(unit)), "unit", 32 * 1024 * 1024)?;
     let (mut lines, mut diverged, mut left) = (Vec::new(), Vec::new(), usize::MAX);
     loop {
-        let (outcome, now_left) = train_group::<D>(dir, unit, request, console)?;
+        let (outcome, now_left) = train_group::<D>((&sweep, &plan), unit, request, console)?;
         match outcome {
             Ok(text) => lines.push(text),
             Err(EmberError::Diverged(text)) => diverged.push(text),
@@ -80,18 +80,17 @@ pub fn train<D: Backends>(
 /// Trains one group of unit `unit`'s trials (the caller holds the unit's lock); returns the
 /// group's outcome (its summary lines), and how many trials of the unit are left for another.
 fn train_group<D: Backends>(
-    dir: &Path,
+    (sweep, plan): (&SweepDir, &Plan),
     unit: usize,
     request: DeviceRequest,
     console: &Console,
 ) -> Result<(Result<String>, usize)> {
     let started = Instant::now();
-    let (sweep, plan) = SweepDir::open(dir)?;
     let trials = plan.select(Some(unit))?;
     let unit_dir = sweep.unit(unit);
     let checkpoints = unit_dir.join(folder::CHECKPOINTS);
     let resuming = checkpoint::latest(&checkpoints).is_ok();
-    let mut members = members(&sweep, &unit_dir, &trials, resuming)?;
+    let mut members = members(sweep, &unit_dir, &trials, resuming)?;
     let mut configs: Vec<JobConfig> = members
         .iter()
         .map(|t| plan.config(t))
@@ -120,7 +119,7 @@ fn train_group<D: Backends>(
         write_atomic(&unit_dir.join(TRIALS), list.join(" ").as_bytes())?;
     }
     let task = UnitTask {
-        sweep: &sweep,
+        sweep,
         unit_dir: unit_dir.clone(),
         members: members.iter().map(|t| t.index).collect(),
         configs,

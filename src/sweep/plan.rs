@@ -293,7 +293,7 @@ fn split_fold_units(mut plan: Plan) -> Result<Plan> {
     let mut split = vec![false; plan.units];
     for (unit, s) in split.iter_mut().enumerate() {
         let trials = plan.select(Some(unit))?;
-        *s = !folds_note(&trials).is_empty() && plan.why_not_replicas(&trials)?.is_some();
+        *s = fold_count(&trials) > 1 && plan.why_not_replicas(&trials)?.is_some();
     }
     let mut keys: Vec<(usize, Option<String>)> = Vec::new();
     for t in &mut plan.trials {
@@ -445,16 +445,21 @@ impl Plan {
 
 /// ", each of 5 folds on its own rows" where a unit's trials hold out several folds.
 fn folds_note(trials: &[&Trial]) -> String {
+    match fold_count(trials) {
+        0 | 1 => String::new(),
+        n => format!(", each of {n} folds on its own rows"),
+    }
+}
+
+/// How many folds `trials` hold out between them (0 without cross-validation).
+fn fold_count(trials: &[&Trial]) -> usize {
     let mut folds: Vec<String> = (trials.iter())
         .flat_map(|t| t.sets.iter().filter(|(k, _)| k == FOLD))
         .map(|(_, v)| v.to_string())
         .collect();
     folds.sort();
     folds.dedup();
-    match folds.len() {
-        0 | 1 => String::new(),
-        n => format!(", each of {n} folds on its own rows"),
-    }
+    folds.len()
 }
 
 #[cfg(test)]

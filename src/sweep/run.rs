@@ -336,11 +336,10 @@ impl<'a> Pool<'a> {
         }
         // A last trial trains as a process, unless it is a unit's group to resume (folds of
         // another batch count train as a later group of their unit, and may be one).
-        let resumable = crate::train::checkpoint::latest(
-            &self.dir.unit(unit).join(crate::run::folder::CHECKPOINTS),
-        )
-        .is_ok();
-        if group.len() < 2 && !(resumable && group.len() == 1) {
+        let checkpoints = self.dir.unit(unit).join(crate::run::folder::CHECKPOINTS);
+        let lone_to_resume =
+            group.len() == 1 && crate::train::checkpoint::latest(&checkpoints).is_ok();
+        if group.len() < 2 && !lone_to_resume {
             alone.extend(group);
             return alone;
         }

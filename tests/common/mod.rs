@@ -164,6 +164,21 @@ pub fn config(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// The job `ember init` drafts for `csv` and `label`, with `epochs` set, written to `dir/name`;
+/// and `init`'s stderr.
+pub fn drafted_as(
+    dir: &Path,
+    name: &str,
+    csv: &Path,
+    label: &str,
+    epochs: usize,
+) -> (PathBuf, String) {
+    let out = ember(&["init", "--csv", path_str(csv), "--label", label]);
+    ok(&out);
+    let job = stdout(&out).replace("epochs = 20", &format!("epochs = {epochs}"));
+    (config(dir, name, &job), stderr(&out))
+}
+
 /// The (train loss, valid loss, valid accuracy) rows of a run's metrics.csv.
 pub fn losses(run: &Path) -> Vec<(f64, f64, Option<f64>)> {
     let text = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
