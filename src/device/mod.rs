@@ -8,6 +8,7 @@ mod backend;
 mod cubecl_config;
 pub mod host_read;
 pub mod simd;
+mod warm_pool;
 
 pub use backend::{Backends, CpuBackend, CpuOnly, OnBackend, TrainBackend};
 
@@ -269,7 +270,7 @@ pub fn on_cpu_pool<T: Send>(threads: Option<usize>, f: impl FnOnce() -> T + Send
     let pool = builder
         .build()
         .map_err(|e| input_err!("cannot start the CPU thread pool: {e}"))?;
-    Ok(pool.install(f))
+    Ok(pool.install(|| warm_pool::with_warm_workers(f)))
 }
 
 #[cfg(test)]

@@ -300,18 +300,25 @@ pub(super) fn view(t: &FlexTensor) -> (*const f32, isize, isize) {
     (ptr, strides[0], strides[1])
 }
 
-/// The work above which a product is split across the pool (Burn's own threshold).
+/// The work above which a product is split across the pool by blocks of columns (Burn's own
+/// threshold).
 const PARALLEL_WORK: usize = 192 * 192 * 192;
+
+/// The work above which a product too narrow for column blocks is split by blocks of rows:
+/// tabular-mlp's 2,048-row products (61 x 20 and 20 x 10 weights) and fashion-mlp's output
+/// layer. About 10 µs of arithmetic, several times a hand-off to the pool.
+const ROW_BLOCK_WORK: usize = 1 << 17;
 
 /// `dst [m, n] = act((keep ? dst : 0) + lhs [m, k] · rhs [k, n])`, with `dst` row-major; spread
 /// over the pool when `split` and the product is large.
 ///
-/// The split is by blocks of columns, one whole single-threaded product per pool thread: with
-/// fashion-mlp's 64-row products, the gemm crate's own split gained about 1.1x at 2 threads, and
-/// two column blocks 1.55-1.7x (`make bench-ops`). Every block is wider than 64 columns, where
-/// the gemm crate sums over `k` as it does for the whole product, so the result is the same
-/// bits at any thread count (a unit test checks 1 to 16). A product too narrow for two such
-/// blocks is left to the gemm crate's own split.
+/// A wide product is split by blocks of columns, a narrow one by blocks of rows; either way
+/// each block is a whole single-threaded product on one pool thread. With fashion-mlp's 64-row
+/// products, the gemm crate's own split gained about 1.1x at 2 threads, and two column blocks
+/// 1.55-1.7x (`make bench-ops`). Each element of `dst` is summed over `k` in the order the
+/// whole product would use, so the result is the same bits at any thread count (unit tests
+/// check 1 to 16); what that takes is written at [`MIN_BLOCK_COLUMNS`] and [`row_blocks`].
+/// A product that fits neither is left to the gemm crate's own split when it is large.
 ///
 /// # Safety
 /// `dst` holds `m * n` writable elements (initialised when `keep`); `lhs` and `rhs` address
@@ -326,14 +333,39 @@ pub(super) unsafe fn gemm_into(
 ) {
     let threads = rayon::current_num_threads();
     let (serial, pool) = (gemm::Parallelism::None, gemm::Parallelism::Rayon(0));
-    // SAFETY (both returns): forwarded from the caller.
-    if !(split && m * n * k >= PARALLEL_WORK && threads > 1) {
+    let work = m * n * k;
+    let product = (dst, (m, n, k), keep, (lhs, rhs), act);
+    // SAFETY (every call): forwarded from the caller.
+    if !split || threads < 2 || work < ROW_BLOCK_WORK {
         return unsafe { gemm_block(dst, n, (m, n, k), keep, (lhs, rhs), act, serial) };
     }
-    let blocks = threads.min(n / MIN_BLOCK_COLUMNS);
-    if blocks < 2 {
-        return unsafe { gemm_block(dst, n, (m, n, k), keep, (lhs, rhs), act, pool) };
+    let columns = threads.min(n / MIN_BLOCK_COLUMNS);
+    if work >= PARALLEL_WORK && columns >= 2 {
+        return unsafe { column_blocks(product, columns) };
     }
+    let rows = row_blocks(m, n, k, threads);
+    if rows >= 2 {
+        return unsafe { row_blocks_into(product, rows) };
+    }
+    let parallelism = if work >= PARALLEL_WORK { pool } else { serial };
+    unsafe { gemm_block(dst, n, (m, n, k), keep, (lhs, rhs), act, parallelism) }
+}
+
+/// A product's operands as [`gemm_into`] takes them: destination, sizes, keep, (lhs, rhs) and
+/// the activation.
+type Product = (
+    *mut f32,
+    (usize, usize, usize),
+    bool,
+    ((*const f32, isize, isize), (*const f32, isize, isize)),
+    super::Activation,
+);
+
+/// [`gemm_into`] as `blocks` blocks of whole columns, one per pool thread.
+///
+/// # Safety
+/// As for [`gemm_into`].
+unsafe fn column_blocks((dst, (m, n, k), keep, (lhs, rhs), act): Product, blocks: usize) {
     // Block b starts at column b·n/blocks rounded down to whole vectors, so each is more than
     // MIN_BLOCK_COLUMNS - BLOCK_COLUMNS wide, and the last at least n / blocks.
     let start = |b: usize| (b * n / blocks) / BLOCK_COLUMNS * BLOCK_COLUMNS;
@@ -347,10 +379,59 @@ pub(super) unsafe fn gemm_into(
         unsafe {
             let block_rhs = (r.offset(first as isize * r_cs), r_rs, r_cs);
             let operands = (lhs.get(), block_rhs);
+            let serial = gemm::Parallelism::None;
             gemm_block(
                 dst.get().add(first),
                 n,
                 (m, cols, k),
+                keep,
+                operands,
+                act,
+                serial,
+            );
+        }
+    });
+}
+
+/// Rows per block at least: a block of one row would take the gemm crate's vector path, which
+/// sums in another order, and a few rows are not worth a hand-off.
+const MIN_BLOCK_ROWS: usize = 8;
+
+/// How many blocks of rows an `m x k · k x n` product splits into on `threads` (fewer than 2:
+/// not split). The gemm crate sums a product of at most 64 rows and 64 columns over `k` in
+/// chunks of 512, and a larger one in chunks set by the cache; the two agree when `k <= 512`.
+/// So where `k` is longer, the blocks of a product that takes the larger path keep more than
+/// 64 rows each, and take it too.
+fn row_blocks(m: usize, n: usize, k: usize, threads: usize) -> usize {
+    let least = if k > 512 && m > 64 && n <= 64 {
+        MIN_BLOCK_ROWS.max(65)
+    } else {
+        MIN_BLOCK_ROWS
+    };
+    threads.min(m / least)
+}
+
+/// [`gemm_into`] as `blocks` blocks of whole rows, one per pool thread.
+///
+/// # Safety
+/// As for [`gemm_into`].
+unsafe fn row_blocks_into((dst, (m, n, k), keep, (lhs, rhs), act): Product, blocks: usize) {
+    let start = |b: usize| b * m / blocks;
+    let (dst, lhs, rhs) = (SendPtr(dst), SendView(lhs), SendView(rhs));
+    (0..blocks).into_par_iter().for_each(|b| {
+        let first = start(b);
+        let rows = start(b + 1) - first;
+        let (l, l_rs, l_cs) = lhs.get();
+        // SAFETY: block b writes rows first..first + rows of dst, which no other block writes,
+        // and reads the same rows of lhs.
+        unsafe {
+            let block_lhs = (l.offset(first as isize * l_rs), l_rs, l_cs);
+            let operands = (block_lhs, rhs.get());
+            let serial = gemm::Parallelism::None;
+            gemm_block(
+                dst.get().add(first * n),
+                n,
+                (rows, n, k),
                 keep,
                 operands,
                 act,
@@ -424,7 +505,10 @@ pub(super) unsafe fn gemm_block(
             parallelism,
         );
     }
-    if act != super::Activation::Identity {
+    if act != super::Activation::Identity && dst_rs == n {
+        // SAFETY: the block's m rows are contiguous: m * n elements the product just wrote.
+        activate(act, unsafe { std::slice::from_raw_parts_mut(dst, m * n) });
+    } else if act != super::Activation::Identity {
         for row in 0..m {
             // SAFETY: row `row` of the block: n elements that the product just wrote.
             activate(act, unsafe {
@@ -515,7 +599,7 @@ pub fn linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: super::Activatio
     let (b, b_range) = contiguous(b, n);
     let bias = &b.storage::<f32>()[b_range];
     let mut out = uninit(m * n);
-    fill_rows(&mut out, bias);
+    fill_rows_over_pool(&mut out, bias);
     let operands = (view(&x), view(&w));
     // SAFETY: `out` holds m * n elements, initialised just above; x and w are viewed through
     // their layouts.
@@ -550,8 +634,11 @@ pub fn linear_backward(
         Some(pass) => zip_f32(grad, y, pass),
     };
     let dz_values = &dz.storage::<f32>()[..m * n];
-    let mut db = vec![0f32; n];
-    column_sums(&mut db, dz_values);
+    let db_of = || {
+        let mut db = vec![0f32; n];
+        column_sums(&mut db, dz_values);
+        db
+    };
     // dw [k, n] = xᵀ [k, m] · dz [m, n]: xᵀ is x's view with its strides swapped.
     let dw_of = |split| {
         let (xp, x_rs, x_cs) = view(&x);
@@ -567,11 +654,19 @@ pub fn linear_backward(
     // When both are needed, the two products run side by side, each on one thread: two whole
     // products keep the cores busier than each one split in halves with a join in between.
     let side_by_side = need_dx && m * n * k >= PARALLEL_WORK && rayon::current_num_threads() > 1;
-    let (dw, dx) = if side_by_side {
-        let (dw, dx) = rayon::join(|| dw_of(false), || dx_of(false));
-        (dw, Some(dx))
-    } else {
-        (dw_of(true), need_dx.then(|| dx_of(true)))
+    let products = || {
+        if side_by_side {
+            let (dw, dx) = rayon::join(|| dw_of(false), || dx_of(false));
+            (dw, Some(dx))
+        } else {
+            (dw_of(true), need_dx.then(|| dx_of(true)))
+        }
+    };
+    // Large bias sums go to another thread while this one starts on the products, which then
+    // share what is left of the pool.
+    let (db, (dw, dx)) = match m * n >= FILL_PARALLEL_ELEMENTS {
+        true => rayon::join(db_of, products),
+        false => (db_of(), products()),
     };
     super::LinearGrads {
         dx,
@@ -705,6 +800,22 @@ pub(super) fn fill_rows(dst: &mut [MaybeUninit<f32>], row: &[f32]) {
             filled += span;
         }
     }
+}
+
+/// Elements above which [`fill_rows_over_pool`] splits, and [`linear_backward`] sums the bias
+/// gradient beside the products: a copy or a sum is fast, so only outputs of tens of thousands
+/// of elements (tabular-mlp's 2,048 x 20) are worth a hand-off.
+const FILL_PARALLEL_ELEMENTS: usize = 1 << 15;
+
+/// [`fill_rows`] in blocks of whole rows across the pool, for large outputs.
+fn fill_rows_over_pool(dst: &mut [MaybeUninit<f32>], row: &[f32]) {
+    let threads = rayon::current_num_threads();
+    if threads < 2 || dst.len() < FILL_PARALLEL_ELEMENTS || row.is_empty() {
+        return fill_rows(dst, row);
+    }
+    let rows = (dst.len() / row.len()).div_ceil(threads);
+    dst.par_chunks_mut(rows * row.len())
+        .for_each(|block| fill_rows(block, row));
 }
 
 /// The multiply-adds above which replicas are spread over the pool. Each product, however
@@ -1080,6 +1191,39 @@ mod tests {
                     .zip(&split)
                     .all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(same, "{n} elements on {threads} threads");
+            }
+        }
+    }
+
+    #[test]
+    fn row_blocks_give_the_same_bits_as_one_product_at_any_thread_count() {
+        for (shape, keep, lhs_t) in [
+            // tabular-mlp: the forward products, dW of the first two layers, dx of the second.
+            ((2048, 20, 61), true, false),
+            ((2048, 10, 20), true, false),
+            ((61, 20, 2048), false, true),
+            ((20, 10, 2048), false, true),
+            ((2048, 20, 10), false, false),
+            // fashion-mlp's output layer: forward and dW.
+            ((64, 10, 512), true, false),
+            ((512, 10, 64), false, true),
+            // One column (the gemm crate's vector path); a long sum over k through the
+            // cache-sized chunks, rows splitting unevenly.
+            ((16384, 1, 10), true, false),
+            ((300, 16, 1500), false, true),
+            ((140, 48, 700), true, false),
+        ] {
+            let (m, n, k) = shape;
+            assert!(m * n * k >= ROW_BLOCK_WORK && row_blocks(m, n, k, 2) == 2);
+            let one = gemm(1, shape, keep, lhs_t);
+            for threads in 2..=16 {
+                let split = gemm(threads, shape, keep, lhs_t);
+                assert!(
+                    one.iter()
+                        .zip(&split)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{shape:?} on {threads} threads differs from 1 thread"
+                );
             }
         }
     }

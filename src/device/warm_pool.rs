@@ -1,0 +1,141 @@
+//! Keeps the CPU pool's other workers awake while ember runs on it, as OpenMP's runtimes do
+//! for PyTorch and XLA (an active wait policy).
+//!
+//! A training step hands work to the pool ten or more times: each product split in blocks,
+//! each element-wise pass split in chunks. Between those hand-offs the driving thread runs
+//! Burn's serial bookkeeping, and a rayon worker with nothing to do yields a few dozen times and
+//! then sleeps. Waking it is a futex call and, on a VM, tens of microseconds; by then the
+//! driving thread has often done the worker's share itself. A 2-thread tabular-mlp step spent
+//! about 15 % of its samples in the kernel's scheduler this way, and ran no faster than one
+//! thread.
+//!
+//! So each other worker runs a loop that takes the pool's jobs as they appear
+//! (`rayon::yield_now`), spinning between them and then yielding its core to any thread that
+//! wants it. After [`IDLE_BEFORE_NAPS`] without a job (reading data, writing a checkpoint) it
+//! naps between looks, so an idle run costs almost nothing; the first hand-off after a nap
+//! runs on the driving thread alone until the worker looks again. `EMBER_WAIT_POLICY=passive`
+//! turns all this off.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Spinning this long without a job: longer than any serial stretch inside a training step.
+const IDLE_BEFORE_NAPS: Duration = Duration::from_millis(5);
+
+/// A nap between looks once idle.
+const NAP: Duration = Duration::from_micros(200);
+
+/// Sets the flag that ends the workers' loops when `f` returns or unwinds.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// `EMBER_WAIT_POLICY=passive` lets idle workers sleep at once (rayon's own way), as
+/// `OMP_WAIT_POLICY=passive` does for OpenMP: for a machine shared with other work.
+pub const WAIT_POLICY_ENV: &str = "EMBER_WAIT_POLICY";
+
+/// Runs `f` on the current pool worker with the pool's other workers kept awake. Not where the
+/// pool has more threads than the machine has cores: there a spinning worker would take the
+/// driving thread's core.
+pub fn with_warm_workers<T>(f: impl FnOnce() -> T) -> T {
+    let threads = rayon::current_num_threads();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let passive = std::env::var(WAIT_POLICY_ENV).is_ok_and(|v| v.eq_ignore_ascii_case("passive"));
+    let Some(driver) = rayon::current_thread_index() else {
+        return f();
+    };
+    if threads < 2 || threads > cores || passive {
+        return f();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    rayon::spawn_broadcast(move |ctx| {
+        // The driving thread would pick up its own copy while it waits for a job of its own:
+        // it must not stay in the loop, which only it could end.
+        if ctx.index() != driver {
+            take_jobs_until(&flag);
+        }
+    });
+    let _stop = StopOnDrop(stop);
+    f()
+}
+
+/// Runs the pool's jobs as they appear, spinning between them, until `stop` is set.
+fn take_jobs_until(stop: &AtomicBool) {
+    let (mut last_job, mut idle_looks) = (Instant::now(), 0u32);
+    while !stop.load(Ordering::Acquire) {
+        match rayon::yield_now() {
+            Some(rayon::Yield::Executed) => (last_job, idle_looks) = (Instant::now(), 0),
+            Some(rayon::Yield::Idle) => {
+                idle_looks = idle_looks.wrapping_add(1);
+                // The clock only every 64 looks: reading it cost more than a look.
+                if idle_looks % 64 == 0 && last_job.elapsed() >= IDLE_BEFORE_NAPS {
+                    std::thread::sleep(NAP);
+                } else if idle_looks > 64 {
+                    // Past the first looks, give the core to any other thread that wants it
+                    // (tests and other programs beside a run): a microsecond when none does.
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            None => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(threads: usize) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_other_worker_takes_jobs_and_is_free_again_after() {
+        let pool = std::sync::Arc::new(pool(2));
+        let threads = pool.install(|| {
+            with_warm_workers(|| {
+                let wait = || std::thread::sleep(Duration::from_millis(20));
+                rayon::join(
+                    || (wait(), rayon::current_thread_index()).1,
+                    rayon::current_thread_index,
+                )
+            })
+        });
+        assert_ne!(
+            threads.0, threads.1,
+            "the second half ran on the same thread"
+        );
+        assert_eq!(every_thread_answers(pool), [0, 1]);
+    }
+
+    /// The index of each of the pool's threads, asked of each: a worker still in its loop
+    /// would never answer, so this fails after 10 s rather than hanging.
+    fn every_thread_answers(pool: std::sync::Arc<rayon::ThreadPool>) -> Vec<usize> {
+        let (send, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || send.send(pool.broadcast(|ctx| ctx.index())));
+        let mut seen = answers.recv_timeout(Duration::from_secs(10)).unwrap();
+        seen.sort();
+        seen
+    }
+
+    #[test]
+    fn a_panic_in_the_run_stops_the_loop_and_reaches_the_caller() {
+        let pool = std::sync::Arc::new(pool(2));
+        let caught = pool.install(|| {
+            std::panic::catch_unwind(|| with_warm_workers(|| panic!("the run failed")))
+        });
+        assert!(caught.is_err());
+        assert_eq!(every_thread_answers(pool), [0, 1]);
+    }
+}
