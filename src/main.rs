@@ -246,7 +246,10 @@ struct AllBackends;
 impl Backends for AllBackends {
     fn dispatch<T: OnBackend>(device: Device, task: T) -> T::Output {
         match device {
-            Device::Cpu => task.run::<CpuBackend>(Default::default()),
+            // The CPU backend's work begins here: keep the pool's workers awake for it.
+            Device::Cpu => {
+                ember::device::with_warm_workers(|| task.run::<CpuBackend>(Default::default()))
+            }
             #[cfg(feature = "cuda")]
             Device::Cuda(i) => task.run::<burn::backend::Autodiff<burn::backend::Cuda>>(
                 burn::backend::cuda::CudaDevice::new(i),

@@ -45,7 +45,10 @@ pub struct CpuOnly;
 impl Backends for CpuOnly {
     fn dispatch<T: OnBackend>(device: Device, task: T) -> T::Output {
         match device {
-            Device::Cpu => task.run::<CpuBackend>(Default::default()),
+            // The CPU backend's work begins here: keep the pool's workers awake for it.
+            Device::Cpu => {
+                crate::device::with_warm_workers(|| task.run::<CpuBackend>(Default::default()))
+            }
             Device::Cuda(_) | Device::Wgpu(_) => {
                 unreachable!("CpuOnly serves programs that never choose a GPU")
             }

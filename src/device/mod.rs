@@ -9,6 +9,7 @@ mod cubecl_config;
 pub mod host_read;
 pub mod simd;
 mod warm_pool;
+pub use warm_pool::with_warm_workers;
 
 pub use backend::{Backends, CpuBackend, CpuOnly, OnBackend, TrainBackend};
 
@@ -270,7 +271,7 @@ pub fn on_cpu_pool<T: Send>(threads: Option<usize>, f: impl FnOnce() -> T + Send
     let pool = builder
         .build()
         .map_err(|e| input_err!("cannot start the CPU thread pool: {e}"))?;
-    Ok(pool.install(|| warm_pool::with_warm_workers(f)))
+    Ok(pool.install(f))
 }
 
 #[cfg(test)]

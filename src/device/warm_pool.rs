@@ -26,12 +26,18 @@ const IDLE_BEFORE_NAPS: Duration = Duration::from_millis(5);
 /// A nap between looks once idle.
 const NAP: Duration = Duration::from_micros(200);
 
+thread_local! {
+    /// Whether this thread is driving a pool whose other workers are kept awake.
+    static WARM: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Sets the flag that ends the workers' loops when `f` returns or unwinds.
 struct StopOnDrop(Arc<AtomicBool>);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Release);
+        WARM.set(false);
     }
 }
 
@@ -42,6 +48,10 @@ pub const WAIT_POLICY_ENV: &str = "EMBER_WAIT_POLICY";
 /// Runs `f` on the current pool worker with the pool's other workers kept awake. Not where the
 /// pool has more threads than the machine has cores: there a spinning worker would take the
 /// driving thread's core.
+///
+/// Called where the CPU backend's work begins, from the thread that drives it, while the
+/// pool's other workers have no job of their own: a worker that took its loop inside a job it
+/// had stolen would hold that job until the loop ends. A nested call runs `f` as it is.
 pub fn with_warm_workers<T>(f: impl FnOnce() -> T) -> T {
     let threads = rayon::current_num_threads();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -49,9 +59,10 @@ pub fn with_warm_workers<T>(f: impl FnOnce() -> T) -> T {
     let Some(driver) = rayon::current_thread_index() else {
         return f();
     };
-    if threads < 2 || threads > cores || passive {
+    if threads < 2 || threads > cores || passive || WARM.get() {
         return f();
     }
+    WARM.set(true);
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     rayon::spawn_broadcast(move |ctx| {
@@ -67,14 +78,17 @@ pub fn with_warm_workers<T>(f: impl FnOnce() -> T) -> T {
 
 /// Runs the pool's jobs as they appear, spinning between them, until `stop` is set.
 fn take_jobs_until(stop: &AtomicBool) {
-    let (mut last_job, mut idle_looks) = (Instant::now(), 0u32);
+    let (mut last_job, mut idle_looks, mut napping) = (Instant::now(), 0u32, false);
     while !stop.load(Ordering::Acquire) {
         match rayon::yield_now() {
-            Some(rayon::Yield::Executed) => (last_job, idle_looks) = (Instant::now(), 0),
+            Some(rayon::Yield::Executed) => {
+                (last_job, idle_looks, napping) = (Instant::now(), 0, false);
+            }
             Some(rayon::Yield::Idle) => {
                 idle_looks = idle_looks.wrapping_add(1);
                 // The clock only every 64 looks: reading it cost more than a look.
-                if idle_looks % 64 == 0 && last_job.elapsed() >= IDLE_BEFORE_NAPS {
+                napping = napping || idle_looks % 64 == 0 && last_job.elapsed() >= IDLE_BEFORE_NAPS;
+                if napping {
                     std::thread::sleep(NAP);
                 } else if idle_looks > 64 {
                     // Past the first looks, give the core to any other thread that wants it

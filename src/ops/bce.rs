@@ -1,8 +1,9 @@
 //! Binary cross-entropy on logits for K replicas on the CPU: each replica's mean loss in one
 //! pass, and the logits' gradient in one more. Through Burn's operations the stable form
 //! `relu(z) - z·y + log1p(exp(-|z|))` and its mean are eight operations on `[K, n, 1]` tensors
-//! forward and more backward, each a serial pass with its own allocation; here each replica's
-//! rows are one pass, the replicas spread over the pool when there are enough rows.
+//! forward and more backward, each a serial pass with its own allocation; here the rows' terms
+//! are one pass, spread over the pool when there are enough rows, then each replica's sum in
+//! row order; the gradient is one more pass.
 
 use super::kernels::{contiguous, owned_contiguous};
 use burn::backend::flex::FlexTensor;

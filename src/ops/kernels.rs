@@ -398,16 +398,22 @@ unsafe fn column_blocks((dst, (m, n, k), keep, (lhs, rhs), act): Product, blocks
 const MIN_BLOCK_ROWS: usize = 8;
 
 /// How many blocks of rows an `m x k · k x n` product splits into on `threads` (fewer than 2:
-/// not split). The gemm crate sums a product of at most 64 rows and 64 columns over `k` in
-/// chunks of 512, and a larger one in chunks set by the cache; the two agree when `k <= 512`.
-/// So where `k` is longer, the blocks of a product that takes the larger path keep more than
-/// 64 rows each, and take it too.
+/// not split). Each block must take the gemm crate's path for the whole product, since the
+/// paths sum in different orders. A product of at most 64 rows and 64 columns is summed over
+/// `k` in chunks of 512, and a larger one in chunks set by the cache; the two agree when
+/// `k <= 512`. So where `k` is longer, the blocks of a product that takes the larger path keep
+/// more than 64 rows each, and take it too. Likewise for the 256-element kernel below.
 fn row_blocks(m: usize, n: usize, k: usize, threads: usize) -> usize {
-    let least = if k > 512 && m > 64 && n <= 64 {
+    let mut least = if k > 512 && m > 64 && n <= 64 {
         MIN_BLOCK_ROWS.max(65)
     } else {
         MIN_BLOCK_ROWS
     };
+    // A product of at most 256 elements whose operands both run along `k` takes a kernel
+    // that sums in vector lanes; so the blocks of a larger one stay larger.
+    if m * n > 256 {
+        least = least.max(256 / n.max(1) + 1);
+    }
     threads.min(m / least)
 }
 
@@ -664,9 +670,9 @@ pub fn linear_backward(
     };
     // Large bias sums go to another thread while this one starts on the products, which then
     // share what is left of the pool.
-    let (db, (dw, dx)) = match m * n >= FILL_PARALLEL_ELEMENTS {
-        true => rayon::join(db_of, products),
-        false => (db_of(), products()),
+    let ((dw, dx), db) = match m * n >= FILL_PARALLEL_ELEMENTS {
+        true => rayon::join(products, db_of),
+        false => (products(), db_of()),
     };
     super::LinearGrads {
         dx,
@@ -1021,13 +1027,22 @@ mod tests {
 
     /// `dst + lhs · rhs` through `gemm_into`, in a pool of `threads`; `lhs_t` reads `lhs` as the
     /// transpose of a `[k, m]` matrix, as the dW product does.
-    fn gemm(threads: usize, (m, n, k): (usize, usize, usize), keep: bool, lhs_t: bool) -> Vec<f32> {
+    /// `keep_t`: (keep, lhs read transposed, rhs read transposed).
+    fn gemm(
+        threads: usize,
+        (m, n, k): (usize, usize, usize),
+        keep_t: (bool, bool, bool),
+    ) -> Vec<f32> {
+        let (keep, lhs_t, rhs_t) = keep_t;
         let (lhs, rhs) = (values(m * k, 1), values(k * n, 2));
         let lhs_view = match lhs_t {
             false => SendView((lhs.as_ptr(), k as isize, 1)),
             true => SendView((lhs.as_ptr(), 1, m as isize)),
         };
-        let rhs_view = SendView((rhs.as_ptr(), n as isize, 1));
+        let rhs_view = match rhs_t {
+            false => SendView((rhs.as_ptr(), n as isize, 1)),
+            true => SendView((rhs.as_ptr(), 1, k as isize)),
+        };
         let mut dst = values(m * n, 3);
         let dst_ptr = SendPtr(dst.as_mut_ptr());
         let pool = rayon::ThreadPoolBuilder::new()
@@ -1197,27 +1212,37 @@ mod tests {
 
     #[test]
     fn row_blocks_give_the_same_bits_as_one_product_at_any_thread_count() {
-        for (shape, keep, lhs_t) in [
+        // (keep, lhs transposed, rhs transposed) of a forward product, a dW and a dx.
+        let (fwd, dw, dx) = (
+            (true, false, false),
+            (false, true, false),
+            (false, false, true),
+        );
+        for (shape, keep_t) in [
             // tabular-mlp: the forward products, dW of the first two layers, dx of the second.
-            ((2048, 20, 61), true, false),
-            ((2048, 10, 20), true, false),
-            ((61, 20, 2048), false, true),
-            ((20, 10, 2048), false, true),
-            ((2048, 20, 10), false, false),
+            ((2048, 20, 61), fwd),
+            ((2048, 10, 20), fwd),
+            ((61, 20, 2048), dw),
+            ((20, 10, 2048), dw),
+            ((2048, 20, 10), dx),
             // fashion-mlp's output layer: forward and dW.
-            ((64, 10, 512), true, false),
-            ((512, 10, 64), false, true),
+            ((64, 10, 512), fwd),
+            ((512, 10, 64), dw),
             // One column (the gemm crate's vector path); a long sum over k through the
             // cache-sized chunks, rows splitting unevenly.
-            ((16384, 1, 10), true, false),
-            ((300, 16, 1500), false, true),
-            ((140, 48, 700), true, false),
+            ((16384, 1, 10), fwd),
+            ((300, 16, 1500), dw),
+            ((140, 48, 700), fwd),
+            // Operands both along k, whose blocks of 256 elements or fewer would take the
+            // gemm crate's lane-wise kernel.
+            ((128, 16, 64), dx),
+            ((2048, 1, 64), (true, false, true)),
         ] {
             let (m, n, k) = shape;
             assert!(m * n * k >= ROW_BLOCK_WORK && row_blocks(m, n, k, 2) == 2);
-            let one = gemm(1, shape, keep, lhs_t);
-            for threads in 2..=16 {
-                let split = gemm(threads, shape, keep, lhs_t);
+            let one = gemm(1, shape, keep_t);
+            for threads in [2, 3, 4, 5, 7, 8, 16, 32, 64] {
+                let split = gemm(threads, shape, keep_t);
                 assert!(
                     one.iter()
                         .zip(&split)
@@ -1240,9 +1265,9 @@ mod tests {
             ((2048, 160, 61), true, false),
             ((61, 160, 2048), false, true),
         ] {
-            let one = gemm(1, shape, keep, lhs_t);
+            let one = gemm(1, shape, (keep, lhs_t, false));
             for threads in 2..=16 {
-                let split = gemm(threads, shape, keep, lhs_t);
+                let split = gemm(threads, shape, (keep, lhs_t, false));
                 assert!(
                     one.iter()
                         .zip(&split)
