@@ -317,7 +317,8 @@ const ROW_BLOCK_WORK: usize = 1 << 17;
 /// products, the gemm crate's own split gained about 1.1x at 2 threads, and two column blocks
 /// 1.55-1.7x (`make bench-ops`). Each element of `dst` is summed over `k` in the order the
 /// whole product would use, so the result is the same bits at any thread count (unit tests
-/// check 1 to 16); what that takes is written at [`MIN_BLOCK_COLUMNS`] and [`row_blocks`].
+/// check up to 16 and 64 threads); what that takes is written at [`MIN_BLOCK_COLUMNS`] and
+/// [`row_blocks`].
 /// A product that fits neither is left to the gemm crate's own split when it is large.
 ///
 /// # Safety
@@ -341,11 +342,11 @@ pub(super) unsafe fn gemm_into(
     }
     let columns = threads.min(n / MIN_BLOCK_COLUMNS);
     if work >= PARALLEL_WORK && columns >= 2 {
-        return unsafe { column_blocks(product, columns) };
+        return unsafe { in_blocks(product, Cut::Columns, columns) };
     }
     let rows = row_blocks(m, n, k, threads);
     if rows >= 2 {
-        return unsafe { row_blocks_into(product, rows) };
+        return unsafe { in_blocks(product, Cut::Rows, rows) };
     }
     let parallelism = if work >= PARALLEL_WORK { pool } else { serial };
     unsafe { gemm_block(dst, n, (m, n, k), keep, (lhs, rhs), act, parallelism) }
@@ -361,34 +362,53 @@ type Product = (
     super::Activation,
 );
 
-/// [`gemm_into`] as `blocks` blocks of whole columns, one per pool thread.
+/// How [`in_blocks`] cuts a product: into blocks of whole columns or of whole rows.
+#[derive(Clone, Copy)]
+enum Cut {
+    Columns,
+    Rows,
+}
+
+/// [`gemm_into`] as `blocks` blocks cut as `cut`, one whole single-threaded product per pool
+/// thread.
 ///
 /// # Safety
 /// As for [`gemm_into`].
-unsafe fn column_blocks((dst, (m, n, k), keep, (lhs, rhs), act): Product, blocks: usize) {
-    // Block b starts at column b·n/blocks rounded down to whole vectors, so each is more than
-    // MIN_BLOCK_COLUMNS - BLOCK_COLUMNS wide, and the last at least n / blocks.
-    let start = |b: usize| (b * n / blocks) / BLOCK_COLUMNS * BLOCK_COLUMNS;
+unsafe fn in_blocks((dst, (m, n, k), keep, (lhs, rhs), act): Product, cut: Cut, blocks: usize) {
+    let start = |b: usize| match cut {
+        // Column block b starts at b·n/blocks rounded down to whole vectors, so each is more
+        // than MIN_BLOCK_COLUMNS - BLOCK_COLUMNS wide, and the last at least n / blocks.
+        Cut::Columns => (b * n / blocks) / BLOCK_COLUMNS * BLOCK_COLUMNS,
+        Cut::Rows => b * m / blocks,
+    };
+    let end = match cut {
+        Cut::Columns => n,
+        Cut::Rows => m,
+    };
     let (dst, lhs, rhs) = (SendPtr(dst), SendView(lhs), SendView(rhs));
     (0..blocks).into_par_iter().for_each(|b| {
         let first = start(b);
-        let cols = if b + 1 == blocks { n } else { start(b + 1) } - first;
-        let (r, r_rs, r_cs) = rhs.get();
-        // SAFETY: block b writes columns first..first + cols of each dst row, which no other
-        // block writes, and reads the same columns of rhs.
+        let len = if b + 1 == blocks { end } else { start(b + 1) } - first;
+        let ((l, l_rs, l_cs), (r, r_rs, r_cs)) = (lhs.get(), rhs.get());
+        // SAFETY: block b writes columns (rows) first..first + len of dst, which no other block
+        // writes, and reads the same columns of rhs (rows of lhs).
         unsafe {
-            let block_rhs = (r.offset(first as isize * r_cs), r_rs, r_cs);
-            let operands = (lhs.get(), block_rhs);
+            let (block_dst, size, operands) = match cut {
+                Cut::Columns => {
+                    let block_rhs = (r.offset(first as isize * r_cs), r_rs, r_cs);
+                    (dst.get().add(first), (m, len, k), (lhs.get(), block_rhs))
+                }
+                Cut::Rows => {
+                    let block_lhs = (l.offset(first as isize * l_rs), l_rs, l_cs);
+                    (
+                        dst.get().add(first * n),
+                        (len, n, k),
+                        (block_lhs, rhs.get()),
+                    )
+                }
+            };
             let serial = gemm::Parallelism::None;
-            gemm_block(
-                dst.get().add(first),
-                n,
-                (m, cols, k),
-                keep,
-                operands,
-                act,
-                serial,
-            );
+            gemm_block(block_dst, n, size, keep, operands, act, serial);
         }
     });
 }
@@ -415,36 +435,6 @@ fn row_blocks(m: usize, n: usize, k: usize, threads: usize) -> usize {
         least = least.max(256 / n.max(1) + 1);
     }
     threads.min(m / least)
-}
-
-/// [`gemm_into`] as `blocks` blocks of whole rows, one per pool thread.
-///
-/// # Safety
-/// As for [`gemm_into`].
-unsafe fn row_blocks_into((dst, (m, n, k), keep, (lhs, rhs), act): Product, blocks: usize) {
-    let start = |b: usize| b * m / blocks;
-    let (dst, lhs, rhs) = (SendPtr(dst), SendView(lhs), SendView(rhs));
-    (0..blocks).into_par_iter().for_each(|b| {
-        let first = start(b);
-        let rows = start(b + 1) - first;
-        let (l, l_rs, l_cs) = lhs.get();
-        // SAFETY: block b writes rows first..first + rows of dst, which no other block writes,
-        // and reads the same rows of lhs.
-        unsafe {
-            let block_lhs = (l.offset(first as isize * l_rs), l_rs, l_cs);
-            let operands = (block_lhs, rhs.get());
-            let serial = gemm::Parallelism::None;
-            gemm_block(
-                dst.get().add(first * n),
-                n,
-                (rows, n, k),
-                keep,
-                operands,
-                act,
-                serial,
-            );
-        }
-    });
 }
 
 /// Column blocks start on multiples of this many f32 columns (two 8-lane AVX registers).
@@ -511,10 +501,13 @@ pub(super) unsafe fn gemm_block(
             parallelism,
         );
     }
-    if act != super::Activation::Identity && dst_rs == n {
+    if act == super::Activation::Identity {
+        return;
+    }
+    if dst_rs == n {
         // SAFETY: the block's m rows are contiguous: m * n elements the product just wrote.
         activate(act, unsafe { std::slice::from_raw_parts_mut(dst, m * n) });
-    } else if act != super::Activation::Identity {
+    } else {
         for row in 0..m {
             // SAFETY: row `row` of the block: n elements that the product just wrote.
             activate(act, unsafe {
@@ -1025,9 +1018,9 @@ mod tests {
             .collect()
     }
 
-    /// `dst + lhs · rhs` through `gemm_into`, in a pool of `threads`; `lhs_t` reads `lhs` as the
-    /// transpose of a `[k, m]` matrix, as the dW product does.
-    /// `keep_t`: (keep, lhs read transposed, rhs read transposed).
+    /// `dst + lhs · rhs` through `gemm_into`, in a pool of `threads`. `keep_t` is (keep, lhs
+    /// read as the transpose of a `[k, m]` matrix as the dW product does, rhs read as the
+    /// transpose of an `[n, k]` matrix as the dx product does).
     fn gemm(
         threads: usize,
         (m, n, k): (usize, usize, usize),
