@@ -304,6 +304,30 @@ pub(super) fn view(t: &FlexTensor) -> (*const f32, isize, isize) {
 /// threshold).
 const PARALLEL_WORK: usize = 192 * 192 * 192;
 
+/// A weight with rows of at least this many columns is transposed into a copy of its own for
+/// the input gradient's product (`ops::transpose`); narrower rows pack without cache misses.
+const TRANSPOSE_COLUMNS: usize = 64;
+
+/// `wᵀ [n, k]` as the rhs of an input gradient's product, for `w [k, n]` seen through `w`: a
+/// row-major copy when w's rows are long (`ops::transpose` says why), else w's own view with
+/// its strides swapped. The view points into the copy, which must outlive it.
+///
+/// # Safety
+/// `w` must address k x n readable elements.
+pub(super) unsafe fn transposed_rhs(
+    (wp, w_rs, w_cs): (*const f32, isize, isize),
+    k: usize,
+    n: usize,
+) -> (Option<Vec<f32>>, (*const f32, isize, isize)) {
+    if n < TRANSPOSE_COLUMNS {
+        return (None, (wp, w_cs, w_rs));
+    }
+    // SAFETY: forwarded from the caller.
+    let copy = unsafe { super::transpose::transposed((wp, w_rs, w_cs), k, n) };
+    let rhs = (copy.as_ptr(), k as isize, 1);
+    (Some(copy), rhs)
+}
+
 /// The work above which a product too narrow for column blocks is split by blocks of rows:
 /// tabular-mlp's 2,048-row products (61 x 20 and 20 x 10 weights) and fashion-mlp's output
 /// layer. About 10 µs of arithmetic, several times a hand-off to the pool.
@@ -646,9 +670,10 @@ pub fn linear_backward(
     };
     // dx [m, k] = dz [m, n] · wᵀ [n, k].
     let dx_of = |split| {
-        let (wp, w_rs, w_cs) = view(&w);
         let dz_view = (dz_values.as_ptr(), n as isize, 1);
-        tensor(product((m, k, n), dz_view, (wp, w_cs, w_rs), split), m, k)
+        // SAFETY: w's view covers its k x n elements.
+        let (_copy, w_t) = unsafe { transposed_rhs(view(&w), k, n) };
+        tensor(product((m, k, n), dz_view, w_t, split), m, k)
     };
     // When both are needed, the two products run side by side, each on one thread: two whole
     // products keep the cores busier than each one split in halves with a join in between.
@@ -981,15 +1006,16 @@ fn input_grads(
 ) -> FlexTensor {
     let mut dx = uninit(reps * m * k);
     per_replica(&mut dx, m * k, reps * m * n * k, |r, dst, split| {
-        let ((wp, w_rs, w_cs), dz) = (views[r].1.0, views[r].2.0);
+        let (w, dz) = (views[r].1.0, views[r].2.0);
         // SAFETY: `dst` holds m * k elements, which the product overwrites whole; the views
         // address dz_r and w_r.
         unsafe {
+            let (_copy, w_t) = transposed_rhs(w, k, n);
             gemm_into(
                 dst.as_mut_ptr().cast(),
                 (m, k, n),
                 false,
-                (dz, (wp, w_cs, w_rs)),
+                (dz, w_t),
                 super::Activation::Identity,
                 split,
             )
@@ -1242,6 +1268,31 @@ mod tests {
                         .all(|(a, b)| a.to_bits() == b.to_bits()),
                     "{shape:?} on {threads} threads differs from 1 thread"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn input_gradients_through_a_transposed_weight_keep_the_strided_products_bits() {
+        // (batch, inputs, outputs): fashion-mlp's second and output layers, odd sizes, and a
+        // layer just at the width where the weight is copied out transposed.
+        for (m, k, n) in [(64, 512, 512), (64, 512, 10), (37, 100, 70), (2048, 20, 64)] {
+            let (dz, w) = (values(m * n, 1), values(k * n, 2));
+            // The strided product on one thread, as dx was computed before the copy.
+            let strided = gemm(1, (m, k, n), (false, false, true));
+            for threads in [1, 2, 3] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+                let grads = pool.unwrap().install(|| {
+                    let (x, y) = (tensor(values(m * k, 3), m, k), tensor(dz.clone(), m, n));
+                    let (w, grad) = (tensor(w.clone(), k, n), tensor(dz.clone(), m, n));
+                    linear_backward(x, w, y, grad, crate::ops::Activation::Identity, true)
+                });
+                let dx = super::values(grads.dx.expect("dx was asked for"), m * k);
+                let same = dx
+                    .iter()
+                    .zip(&strided)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "dx of {m}x{k}x{n} on {threads} threads");
             }
         }
     }

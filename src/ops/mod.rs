@@ -23,6 +23,7 @@ mod max_pool;
 mod scalar_mse;
 mod shared_input;
 mod subnormals;
+mod transpose;
 
 use burn::backend::Flex;
 use burn::prelude::*;

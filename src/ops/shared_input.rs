@@ -11,7 +11,7 @@
 
 use super::kernels::{
     SendPtr, SendView, assume_init, column_sums_strided, contiguous, derivative, fill_rows,
-    gemm_block, gemm_into, owned_contiguous, product, uninit, view,
+    gemm_block, gemm_into, owned_contiguous, product, transposed_rhs, uninit, view,
 };
 use super::{Activation, LinearGrads};
 use burn::backend::Flex;
@@ -161,14 +161,15 @@ pub fn input_grads(
     let mut dx = uninit(m * reps * k);
     let base = SendPtr(dx.as_mut_ptr().cast());
     let each = |r: usize| {
-        let ((wp, w_rs, w_cs), dz) = (views[r].1.get(), views[r].2.get());
+        let (w, dz) = (views[r].1.get(), views[r].2.get());
         // SAFETY: replica r writes columns r·k..(r+1)·k of every row of `dx` (m rows of
         // reps·k), which no other replica writes; the views address dz_r and w_r.
         unsafe {
             let dst = base.get().add(r * k);
             let identity = Activation::Identity;
             let serial = gemm::Parallelism::None;
-            let operands = (dz, (wp, w_cs, w_rs));
+            let (_copy, w_t) = transposed_rhs(w, k, n);
+            let operands = (dz, w_t);
             gemm_block(dst, reps * k, (m, k, n), false, operands, identity, serial);
         }
     };

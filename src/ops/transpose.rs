@@ -1,0 +1,168 @@
+//! A matrix view copied out transposed, row-major, tile by tile.
+//!
+//! Why: the gemm crate packs an operand that does not run along its kernel's rows one element
+//! at a time, down a column. A layer's input gradient `dz · wᵀ` is such a product: `w`'s rows
+//! are `n` floats apart, and at a power-of-two `n` (fashion-mlp's 512) the 64 rows the pack
+//! reads at once fall into two of L1's 64 sets, so nearly every element is a cache miss. That
+//! pack was a sixth of a fashion-mlp step on Zen 4. A transposed copy in 8 x 8 tiles touches
+//! 8 lines of each side at a time, and the product then packs it with whole-vector copies.
+//! The product's arithmetic, and so its bits, are the same either way: packing moves values,
+//! it does not reorder the sums.
+
+/// Tile edge: 8 source rows and 8 destination rows, one cache line or less of each.
+const TILE: usize = 8;
+
+/// `src [rows, cols]`, read through its strides, as a row-major `[cols, rows]` buffer.
+///
+/// # Safety
+/// `src` must be readable at `r * rs + c * cs` for every `r < rows`, `c < cols`.
+pub(super) unsafe fn transposed(
+    (src, rs, cs): (*const f32, isize, isize),
+    rows: usize,
+    cols: usize,
+) -> Vec<f32> {
+    let mut out: Vec<f32> = Vec::with_capacity(rows * cols);
+    let dst = out.as_mut_ptr();
+    let whole_tile = whole_tile_copier(cs);
+    for r0 in (0..rows).step_by(TILE) {
+        for c0 in (0..cols).step_by(TILE) {
+            let (src_tile, dst_tile) = (r0 as isize * rs + c0 as isize * cs, c0 * rows + r0);
+            let size = ((rows - r0).min(TILE), (cols - c0).min(TILE));
+            // SAFETY: the tile's elements lie inside src's rows x cols and out's cols x rows.
+            unsafe {
+                let (from, to) = (src.offset(src_tile), dst.add(dst_tile));
+                match whole_tile {
+                    Some(copy) if size == (TILE, TILE) => copy(from, rs, to, rows),
+                    _ => tile_portable((from, rs, cs), size, (to, rows)),
+                }
+            }
+        }
+    }
+    // SAFETY: the tiles cover every element of the [cols, rows] output once.
+    unsafe { out.set_len(rows * cols) };
+    out
+}
+
+/// An 8 x 8 tile's copier from source rows `rs` apart to destination rows `ds` apart.
+type TileCopy = unsafe fn(*const f32, isize, *mut f32, usize);
+
+/// The vector copier of whole tiles, where the CPU has AVX and the source rows are contiguous.
+fn whole_tile_copier(cs: isize) -> Option<TileCopy> {
+    #[cfg(target_arch = "x86_64")]
+    if cs == 1 && crate::device::simd::detected() != crate::device::simd::Simd::Portable {
+        return Some(tile_avx);
+    }
+    let _ = cs;
+    None
+}
+
+/// One tile of `rows x cols` (at most 8 x 8), element by element.
+///
+/// # Safety
+/// As for [`transposed`], for the tile's elements.
+unsafe fn tile_portable(
+    (src, rs, cs): (*const f32, isize, isize),
+    (rows, cols): (usize, usize),
+    (dst, ds): (*mut f32, usize),
+) {
+    for c in 0..cols {
+        for r in 0..rows {
+            // SAFETY: forwarded from the caller.
+            unsafe { *dst.add(c * ds + r) = *src.offset(r as isize * rs + c as isize * cs) };
+        }
+    }
+}
+
+/// One whole 8 x 8 tile with contiguous source rows, through AVX registers: eight row loads,
+/// the textbook unpack, shuffle and lane-permute network, eight column stores.
+///
+/// # Safety
+/// The CPU has AVX; 8 rows of 8 floats readable at `src + r * rs`, writable at `dst + c * ds`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn tile_avx(src: *const f32, rs: isize, dst: *mut f32, ds: usize) {
+    use std::arch::x86_64::*;
+    // SAFETY: the loads and stores stay inside the tile, as the caller vouches for.
+    unsafe {
+        let row = |r: isize| _mm256_loadu_ps(src.offset(r * rs));
+        let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
+        let (r4, r5, r6, r7) = (row(4), row(5), row(6), row(7));
+        // Pairs of rows interleaved: t0 = a00 a10 a01 a11 | a04 a14 a05 a15, and so on.
+        let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
+        let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+        let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
+        let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
+        // Four rows' column c in each lane: s0 = a00 a10 a20 a30 | a04 a14 a24 a34.
+        let (s0, s1) = (
+            _mm256_shuffle_ps::<0x44>(t0, t2),
+            _mm256_shuffle_ps::<0xEE>(t0, t2),
+        );
+        let (s2, s3) = (
+            _mm256_shuffle_ps::<0x44>(t1, t3),
+            _mm256_shuffle_ps::<0xEE>(t1, t3),
+        );
+        let (s4, s5) = (
+            _mm256_shuffle_ps::<0x44>(t4, t6),
+            _mm256_shuffle_ps::<0xEE>(t4, t6),
+        );
+        let (s6, s7) = (
+            _mm256_shuffle_ps::<0x44>(t5, t7),
+            _mm256_shuffle_ps::<0xEE>(t5, t7),
+        );
+        // Low lanes hold columns 0 to 3, high lanes 4 to 7.
+        let columns = [
+            _mm256_permute2f128_ps::<0x20>(s0, s4),
+            _mm256_permute2f128_ps::<0x20>(s1, s5),
+            _mm256_permute2f128_ps::<0x20>(s2, s6),
+            _mm256_permute2f128_ps::<0x20>(s3, s7),
+            _mm256_permute2f128_ps::<0x31>(s0, s4),
+            _mm256_permute2f128_ps::<0x31>(s1, s5),
+            _mm256_permute2f128_ps::<0x31>(s2, s6),
+            _mm256_permute2f128_ps::<0x31>(s3, s7),
+        ];
+        for (c, column) in columns.into_iter().enumerate() {
+            _mm256_storeu_ps(dst.add(c * ds), column);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::simd::Simd;
+
+    #[test]
+    fn the_vector_tile_matches_the_element_by_element_one() {
+        let src: Vec<f32> = (0..8 * 11).map(|i| i as f32 * 0.5 - 3.0).collect();
+        let (mut portable, mut vector) = (vec![0f32; 64], vec![0f32; 64]);
+        unsafe { tile_portable((src.as_ptr(), 11, 1), (8, 8), (portable.as_mut_ptr(), 8)) };
+        match whole_tile_copier(1) {
+            Some(copy) => unsafe { copy(src.as_ptr(), 11, vector.as_mut_ptr(), 8) },
+            None => {
+                // Only a CPU without AVX2 (or not x86) has no vector copier.
+                return assert_eq!(crate::device::simd::detected(), Simd::Portable);
+            }
+        }
+        assert_eq!(vector, portable);
+        assert_eq!(portable[8 * 3 + 5], src[5 * 11 + 3]);
+    }
+
+    #[test]
+    fn every_element_lands_at_its_transposed_place() {
+        for (rows, cols) in [(1, 1), (3, 17), (8, 8), (20, 9), (64, 512), (13, 1)] {
+            let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+            // Row-major, and the same values seen column-major through swapped strides.
+            let row_major = unsafe { transposed((src.as_ptr(), cols as isize, 1), rows, cols) };
+            for r in 0..rows {
+                for c in 0..cols {
+                    assert_eq!(row_major[c * rows + r], src[r * cols + c], "{rows}x{cols}");
+                }
+            }
+            let back = unsafe { transposed((row_major.as_ptr(), rows as isize, 1), cols, rows) };
+            assert_eq!(back, src, "{rows}x{cols} there and back");
+            // The same buffer seen as a column-major [cols, rows] matrix transposes to itself.
+            let column_major = unsafe { transposed((src.as_ptr(), 1, cols as isize), cols, rows) };
+            assert_eq!(column_major, src, "{rows}x{cols} column-major");
+        }
+    }
+}
