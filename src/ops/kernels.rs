@@ -308,24 +308,60 @@ const PARALLEL_WORK: usize = 192 * 192 * 192;
 /// the input gradient's product (`ops::transpose`); narrower rows pack without cache misses.
 const TRANSPOSE_COLUMNS: usize = 64;
 
-/// `wᵀ [n, k]` as the rhs of an input gradient's product, for `w [k, n]` seen through `w`: a
-/// row-major copy when w's rows are long (`ops::transpose` says why), else w's own view with
-/// its strides swapped. The view points into the copy, which must outlive it.
+/// `wᵀ [n, k]` as the rhs of the input gradient's product `dz [m, n] · wᵀ`, for `w [k, n]`
+/// seen through the view `w`: a row-major copy when w's rows are long and the product takes
+/// the gemm crate's blocked kernel, w's own view with its strides swapped otherwise.
+///
+/// The copy changes only how the blocked kernel's packing reads w (`ops::transpose` says why).
+/// The crate picks its other kernels by the operands' strides, so a product that takes one of
+/// them with the view keeps the view: one row (`m == 1`: a matrix-vector kernel that is
+/// chosen by which operand runs along the rows) and at most 256 outputs (the lane-wise kernel
+/// for small products, chosen where `w` runs along the sum). Either would sum in another
+/// order with the copy.
 ///
 /// # Safety
-/// `w` must address k x n readable elements.
+/// `w` must address k x n readable elements, for as long as the result lives.
 pub(super) unsafe fn transposed_rhs(
-    (wp, w_rs, w_cs): (*const f32, isize, isize),
-    k: usize,
-    n: usize,
-) -> (Option<Vec<f32>>, (*const f32, isize, isize)) {
-    if n < TRANSPOSE_COLUMNS {
-        return (None, (wp, w_cs, w_rs));
+    w: (*const f32, isize, isize),
+    m: usize,
+    (k, n): (usize, usize),
+) -> TransposedRhs {
+    let (wp, w_rs, w_cs) = w;
+    let blocked = m > 1 && k > 1 && m * k > 256;
+    // A column-major w (`w_rs == 1`) is wᵀ row-major already.
+    if n < TRANSPOSE_COLUMNS || !blocked || w_rs == 1 {
+        return TransposedRhs {
+            _copy: None,
+            view: (wp, w_cs, w_rs),
+        };
     }
     // SAFETY: forwarded from the caller.
-    let copy = unsafe { super::transpose::transposed((wp, w_rs, w_cs), k, n) };
-    let rhs = (copy.as_ptr(), k as isize, 1);
-    (Some(copy), rhs)
+    let copy = unsafe { super::transpose::transposed(w, k, n) };
+    let view = (copy.as_ptr(), k as isize, 1);
+    TransposedRhs {
+        _copy: Some(copy),
+        view,
+    }
+}
+
+/// wᵀ for an input gradient's product ([`transposed_rhs`]): the copy, when there is one, and
+/// the view into it (or into w), which lives as long as this does.
+pub(super) struct TransposedRhs {
+    _copy: Option<Vec<f32>>,
+    view: (*const f32, isize, isize),
+}
+
+impl TransposedRhs {
+    /// The rhs view: valid while `self` is.
+    pub(super) fn view(&self) -> (*const f32, isize, isize) {
+        self.view
+    }
+
+    /// Whether w was copied out (for the tests).
+    #[cfg(test)]
+    fn copied(&self) -> bool {
+        self._copy.is_some()
+    }
 }
 
 /// The work above which a product too narrow for column blocks is split by blocks of rows:
@@ -672,8 +708,8 @@ pub fn linear_backward(
     let dx_of = |split| {
         let dz_view = (dz_values.as_ptr(), n as isize, 1);
         // SAFETY: w's view covers its k x n elements.
-        let (_copy, w_t) = unsafe { transposed_rhs(view(&w), k, n) };
-        tensor(product((m, k, n), dz_view, w_t, split), m, k)
+        let w_t = unsafe { transposed_rhs(view(&w), m, (k, n)) };
+        tensor(product((m, k, n), dz_view, w_t.view(), split), m, k)
     };
     // When both are needed, the two products run side by side, each on one thread: two whole
     // products keep the cores busier than each one split in halves with a join in between.
@@ -1010,12 +1046,12 @@ fn input_grads(
         // SAFETY: `dst` holds m * k elements, which the product overwrites whole; the views
         // address dz_r and w_r.
         unsafe {
-            let (_copy, w_t) = transposed_rhs(w, k, n);
+            let w_t = transposed_rhs(w, m, (k, n));
             gemm_into(
                 dst.as_mut_ptr().cast(),
                 (m, k, n),
                 false,
-                (dz, w_t),
+                (dz, w_t.view()),
                 super::Activation::Identity,
                 split,
             )
@@ -1274,10 +1310,25 @@ mod tests {
 
     #[test]
     fn input_gradients_through_a_transposed_weight_keep_the_strided_products_bits() {
-        // (batch, inputs, outputs): fashion-mlp's second and output layers, odd sizes, and a
-        // layer just at the width where the weight is copied out transposed.
-        for (m, k, n) in [(64, 512, 512), (64, 512, 10), (37, 100, 70), (2048, 20, 64)] {
+        // (batch, inputs, outputs, copied): fashion-mlp's second and output layers, odd sizes,
+        // a layer just at the copy's width, and products that keep the view because the gemm
+        // crate takes another kernel for them (one row; at most 256 outputs).
+        for (m, k, n, copied) in [
+            (64, 512, 512, true),
+            (64, 512, 10, false),
+            (37, 100, 70, true),
+            (2048, 20, 64, true),
+            (1, 300, 64, false),
+            (2, 100, 64, false),
+            (4, 64, 64, false),
+            (5, 64, 64, true),
+        ] {
             let (dz, w) = (values(m * n, 1), values(k * n, 2));
+            let w_view = (w.as_ptr(), n as isize, 1);
+            assert_eq!(
+                unsafe { transposed_rhs(w_view, m, (k, n)) }.copied(),
+                copied
+            );
             // The strided product on one thread, as dx was computed before the copy.
             let strided = gemm(1, (m, k, n), (false, false, true));
             for threads in [1, 2, 3] {
@@ -1287,14 +1338,40 @@ mod tests {
                     let (w, grad) = (tensor(w.clone(), k, n), tensor(dz.clone(), m, n));
                     linear_backward(x, w, y, grad, crate::ops::Activation::Identity, true)
                 });
-                let dx = super::values(grads.dx.expect("dx was asked for"), m * k);
-                let same = dx
-                    .iter()
-                    .zip(&strided)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "dx of {m}x{k}x{n} on {threads} threads");
+                let dx = tensor_values(grads.dx.expect("dx was asked for"), m * k);
+                assert!(
+                    same_bits(&dx, &strided),
+                    "dx of {m}x{k}x{n} on {threads} threads"
+                );
             }
         }
+    }
+
+    #[test]
+    fn a_transposed_weight_split_in_column_blocks_keeps_the_strided_products_bits() {
+        // fashion-mlp's first layer's shape as a dx product, split on the pool (in a step, dx
+        // of so large a product runs whole beside dW, so linear_backward never splits it).
+        let (m, k, n) = (64, 784, 512);
+        let (dz, w) = (values(m * n, 1), values(k * n, 2));
+        let strided = gemm(1, (m, k, n), (false, false, true));
+        for threads in [2, 3, 8] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+            let dx = pool.unwrap().install(|| {
+                let w_t = unsafe { transposed_rhs((w.as_ptr(), n as isize, 1), m, (k, n)) };
+                assert!(w_t.copied());
+                product((m, k, n), (dz.as_ptr(), n as isize, 1), w_t.view(), true)
+            });
+            assert!(same_bits(&dx, &strided), "{threads} threads");
+        }
+    }
+
+    fn same_bits(a: &[f32], b: &[f32]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+    }
+
+    /// The first `len` values of a tensor (the kernels' `values`, which the test values hide).
+    fn tensor_values(t: FlexTensor, len: usize) -> Vec<f32> {
+        super::values(t, len)
     }
 
     #[test]

@@ -168,8 +168,8 @@ pub fn input_grads(
             let dst = base.get().add(r * k);
             let identity = Activation::Identity;
             let serial = gemm::Parallelism::None;
-            let (_copy, w_t) = transposed_rhs(w, k, n);
-            let operands = (dz, w_t);
+            let w_t = transposed_rhs(w, m, (k, n));
+            let operands = (dz, w_t.view());
             gemm_block(dst, reps * k, (m, k, n), false, operands, identity, serial);
         }
     };

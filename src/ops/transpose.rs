@@ -5,9 +5,10 @@
 //! are `n` floats apart, and at a power-of-two `n` (fashion-mlp's 512) the 64 rows the pack
 //! reads at once fall into two of L1's 64 sets, so nearly every element is a cache miss. That
 //! pack was a sixth of a fashion-mlp step on Zen 4. A transposed copy in 8 x 8 tiles touches
-//! 8 lines of each side at a time, and the product then packs it with whole-vector copies.
-//! The product's arithmetic, and so its bits, are the same either way: packing moves values,
-//! it does not reorder the sums.
+//! 8 lines of each side at a time, and the product then reads it by whole vectors (packed or
+//! in place). On the crate's blocked kernel the bits are the same either way: packing moves
+//! values, it does not reorder the sums. Its other kernels are chosen by the operands'
+//! strides, so `kernels::transposed_rhs` copies only for products that take the blocked one.
 
 /// Tile edge: 8 source rows and 8 destination rows, one cache line or less of each.
 const TILE: usize = 8;
@@ -46,7 +47,8 @@ pub(super) unsafe fn transposed(
 /// An 8 x 8 tile's copier from source rows `rs` apart to destination rows `ds` apart.
 type TileCopy = unsafe fn(*const f32, isize, *mut f32, usize);
 
-/// The vector copier of whole tiles, where the CPU has AVX and the source rows are contiguous.
+/// The vector copier of whole tiles, where the source rows are contiguous and the CPU has AVX
+/// (ember's AVX2 and AVX-512 levels imply it).
 fn whole_tile_copier(cs: isize) -> Option<TileCopy> {
     #[cfg(target_arch = "x86_64")]
     if cs == 1 && crate::device::simd::detected() != crate::device::simd::Simd::Portable {
