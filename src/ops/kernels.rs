@@ -1256,11 +1256,7 @@ mod tests {
                 let mut split = values(n, 4);
                 pool.unwrap()
                     .install(|| dropout(&mut split, 99, threshold, scale));
-                let same = one
-                    .iter()
-                    .zip(&split)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{n} elements on {threads} threads");
+                assert!(same_bits(&one, &split), "{n} elements on {threads} threads");
             }
         }
     }
@@ -1299,9 +1295,7 @@ mod tests {
             for threads in [2, 3, 4, 5, 7, 8, 16, 32, 64] {
                 let split = gemm(threads, shape, keep_t);
                 assert!(
-                    one.iter()
-                        .zip(&split)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    same_bits(&one, &split),
                     "{shape:?} on {threads} threads differs from 1 thread"
                 );
             }
@@ -1365,6 +1359,7 @@ mod tests {
         }
     }
 
+    /// Whether two results are the same floats, bit for bit.
     fn same_bits(a: &[f32], b: &[f32]) -> bool {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
     }
@@ -1390,9 +1385,7 @@ mod tests {
             for threads in 2..=16 {
                 let split = gemm(threads, shape, (keep, lhs_t, false));
                 assert!(
-                    one.iter()
-                        .zip(&split)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    same_bits(&one, &split),
                     "{shape:?} on {threads} threads differs from 1 thread"
                 );
             }

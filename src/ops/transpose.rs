@@ -90,27 +90,18 @@ unsafe fn tile_avx(src: *const f32, rs: isize, dst: *mut f32, ds: usize) {
         let (r0, r1, r2, r3) = (row(0), row(1), row(2), row(3));
         let (r4, r5, r6, r7) = (row(4), row(5), row(6), row(7));
         // Pairs of rows interleaved: t0 = a00 a10 a01 a11 | a04 a14 a05 a15, and so on.
-        let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
-        let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
-        let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
-        let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
+        let interleave = |a, b| (_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
+        let ((t0, t1), (t2, t3)) = (interleave(r0, r1), interleave(r2, r3));
+        let ((t4, t5), (t6, t7)) = (interleave(r4, r5), interleave(r6, r7));
         // Four rows' column c in each lane: s0 = a00 a10 a20 a30 | a04 a14 a24 a34.
-        let (s0, s1) = (
-            _mm256_shuffle_ps::<0x44>(t0, t2),
-            _mm256_shuffle_ps::<0xEE>(t0, t2),
-        );
-        let (s2, s3) = (
-            _mm256_shuffle_ps::<0x44>(t1, t3),
-            _mm256_shuffle_ps::<0xEE>(t1, t3),
-        );
-        let (s4, s5) = (
-            _mm256_shuffle_ps::<0x44>(t4, t6),
-            _mm256_shuffle_ps::<0xEE>(t4, t6),
-        );
-        let (s6, s7) = (
-            _mm256_shuffle_ps::<0x44>(t5, t7),
-            _mm256_shuffle_ps::<0xEE>(t5, t7),
-        );
+        let pairs = |a, b| {
+            (
+                _mm256_shuffle_ps::<0x44>(a, b),
+                _mm256_shuffle_ps::<0xEE>(a, b),
+            )
+        };
+        let ((s0, s1), (s2, s3)) = (pairs(t0, t2), pairs(t1, t3));
+        let ((s4, s5), (s6, s7)) = (pairs(t4, t6), pairs(t5, t7));
         // Low lanes hold columns 0 to 3, high lanes 4 to 7.
         let columns = [
             _mm256_permute2f128_ps::<0x20>(s0, s4),
