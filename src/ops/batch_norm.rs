@@ -5,6 +5,7 @@
 //! variance and one writing the output; the backward one pass for the two sums and one writing
 //! the gradient. Sums are accumulated in f64.
 
+use super::channel_sums::channel_sums;
 use super::kernels::{assume_init, contiguous, owned_contiguous, uninit, values};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
@@ -16,50 +17,16 @@ fn dims(x: &FlexTensor) -> (usize, usize, usize) {
     (shape[0], shape[1], shape[2])
 }
 
-/// Channels whose sums are accumulated side by side in one task (see [`channel_sums`]).
-const LANES: usize = 8;
-
-/// Per channel of `[n, c, s]` maps, the `K` sums from `start` of `term(channel, at)` over the
-/// channel's values (`at` is a value's offset), image by image and pixel by pixel: the
-/// additions of a plain loop per channel, in the same order, so the same bits. A plain loop
-/// waits for each f64 addition before the next; here `LANES` channels' chains run side by side
-/// and their additions overlap (a channel at a time, the sums took most of batch norm's time).
-fn channel_sums<const K: usize>(
-    (n, c, s): (usize, usize, usize),
-    start: f64,
-    term: impl Fn(usize, usize) -> [f64; K] + Sync,
-) -> Vec<[f64; K]> {
-    let groups: Vec<[[f64; K]; LANES]> = (0..c.div_ceil(LANES))
-        .into_par_iter()
-        .map(|group| {
-            // Past the last channel, lanes repeat it; their sums are dropped below.
-            let chs: [usize; LANES] = std::array::from_fn(|l| (group * LANES + l).min(c - 1));
-            let mut acc = [[start; K]; LANES];
-            for b in 0..n {
-                let at: [usize; LANES] = std::array::from_fn(|l| (b * c + chs[l]) * s);
-                for j in 0..s {
-                    for l in 0..LANES {
-                        let t = term(chs[l], at[l] + j);
-                        for q in 0..K {
-                            acc[l][q] += t[q];
-                        }
-                    }
-                }
-            }
-            acc
-        })
-        .collect();
-    groups.into_iter().flatten().take(c).collect()
-}
-
-/// Per channel, the mean of `term(channel, at)` over its values, summed from -0.0 as
-/// `Iterator::sum` does.
-fn channel_means(
+/// Per channel of `x`, the mean of `term(lane(channel), value)` over its values, summed from
+/// -0.0 as `Iterator::sum` does.
+fn channel_means<L: Copy + Send + Sync>(
     dims: (usize, usize, usize),
-    term: impl Fn(usize, usize) -> f64 + Sync,
+    x: &[f32],
+    lane: impl Fn(usize) -> L + Sync,
+    term: impl Fn(L, f32) -> f64 + Sync,
 ) -> Vec<f64> {
     let count = (dims.0 * dims.2) as f64;
-    let sums = channel_sums(dims, -0.0, |ch, at| [term(ch, at)]);
+    let sums = channel_sums(dims, -0.0, [x], lane, |k, [v]| [term(k, v)]);
     sums.into_iter().map(|[sum]| sum / count).collect()
 }
 
@@ -91,8 +58,13 @@ pub fn forward(
     let (xt, range) = contiguous(x, n * c * s);
     let x = &xt.storage::<f32>()[range];
     let (gamma, beta) = (values(gamma, c), values(beta, c));
-    let mean = channel_means((n, c, s), |_, at| f64::from(x[at]));
-    let var = channel_means((n, c, s), |ch, at| (f64::from(x[at]) - mean[ch]).powi(2));
+    let mean = channel_means((n, c, s), x, |_| (), |(), v| f64::from(v));
+    let var = channel_means(
+        (n, c, s),
+        x,
+        |ch| mean[ch],
+        |m, v| (f64::from(v) - m).powi(2),
+    );
     let (scale, shift) = affine(&gamma, &beta, &mean, &var, epsilon);
     // The input stays (autodiff keeps it for the backward pass): the output is a new buffer,
     // written in the same pass that reads the input.
@@ -180,9 +152,10 @@ pub fn backward(
     let inv: Vec<f64> = (values(var, c).into_iter())
         .map(|v| 1.0 / (f64::from(v) + epsilon).sqrt())
         .collect();
-    let sums = channel_sums((n, c, s), 0.0, |ch, at| {
-        let g = f64::from(dy[at]);
-        [g, g * (f64::from(x[at]) - mean[ch]) * inv[ch]]
+    let lane = |ch: usize| (mean[ch], inv[ch]);
+    let sums = channel_sums((n, c, s), 0.0, [x, &*dy], lane, |(m, k), [x, dy]| {
+        let g = f64::from(dy);
+        [g, g * (f64::from(x) - m) * k]
     });
     let count = (n * s) as f64;
     per_block(dy, c, s, |ch, block, i| {
@@ -204,47 +177,31 @@ pub fn backward(
 mod tests {
     use super::*;
 
-    /// The sums of [`channel_sums`] are those of a plain loop per channel, bit for bit: values
-    /// of mixed magnitudes, whose f64 sum changes with the order of the additions.
+    /// The means are `Iterator::sum`'s over each channel's values (from -0.0), divided by
+    /// their count, bit for bit: values of mixed magnitudes, whose f64 sum changes with the
+    /// order of the additions; groups of channels whole and not, maps with and without a
+    /// remainder of a tile.
     #[test]
-    fn channel_sums_add_in_a_plain_loops_order() {
-        let (n, c, s) = (5, 11, 37);
-        let x: Vec<f32> = (0..n * c * s)
-            .map(|i| {
-                let r = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
-                (r as f32 / (1u64 << 24) as f32 - 0.5) * 10f32.powi((i % 13) as i32 - 6)
-            })
-            .collect();
-        let term = |ch: usize, at: usize| [f64::from(x[at]), f64::from(x[at]) * ch as f64];
-        let ours = channel_sums((n, c, s), 0.0, term);
-        for (ch, sums) in ours.iter().enumerate() {
-            let mut plain = [0.0f64; 2];
-            for b in 0..n {
-                for at in (b * c + ch) * s..(b * c + ch + 1) * s {
-                    let t = term(ch, at);
-                    plain = [plain[0] + t[0], plain[1] + t[1]];
-                }
+    fn channel_means_are_plain_sums_over_the_count() {
+        for (n, c, s) in [(5, 11, 37), (2, 16, 24)] {
+            let x: Vec<f32> = (0..n * c * s)
+                .map(|i| {
+                    let r = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+                    (r as f32 / (1u64 << 24) as f32 - 0.5) * 10f32.powi((i % 13) as i32 - 6)
+                })
+                .collect();
+            let means = channel_means((n, c, s), &x, |_| (), |(), v| f64::from(v));
+            let sum = |ch: usize| -> f64 {
+                let blocks = (0..n).map(|b| (b * c + ch) * s);
+                blocks
+                    .flat_map(|at| x[at..at + s].iter().map(|&v| f64::from(v)))
+                    .sum()
+            };
+            assert_eq!(means.len(), c);
+            for (ch, mean) in means.iter().enumerate() {
+                let want = sum(ch) / (n * s) as f64;
+                assert_eq!(mean.to_bits(), want.to_bits(), "{n}x{c}x{s}, channel {ch}");
             }
-            assert_eq!(
-                sums.map(f64::to_bits),
-                plain.map(f64::to_bits),
-                "channel {ch}"
-            );
-        }
-        assert_eq!(ours.len(), c);
-        let means = channel_means((n, c, s), |_, at| f64::from(x[at]));
-        let sum = |ch: usize| -> f64 {
-            let blocks = (0..n).map(|b| (b * c + ch) * s);
-            blocks
-                .flat_map(|at| x[at..at + s].iter().map(|&v| f64::from(v)))
-                .sum()
-        };
-        for (ch, mean) in means.iter().enumerate() {
-            assert_eq!(
-                mean.to_bits(),
-                (sum(ch) / (n * s) as f64).to_bits(),
-                "channel {ch}"
-            );
         }
     }
 }

@@ -16,6 +16,7 @@
 mod autodiff;
 mod batch_norm;
 mod bce;
+mod channel_sums;
 mod conv;
 pub mod dropout;
 pub mod kernels;
