@@ -310,7 +310,8 @@ const TRANSPOSE_COLUMNS: usize = 64;
 
 /// `wᵀ [n, k]` as the rhs of the input gradient's product `dz [m, n] · wᵀ`, for `w [k, n]`
 /// seen through the view `w`: a row-major copy when w's rows are long and the product takes
-/// the gemm crate's blocked kernel, w's own view with its strides swapped otherwise.
+/// the gemm crate's blocked kernel, w's own view with its strides swapped otherwise. The copy
+/// is spread over the pool when `split` and w is large.
 ///
 /// The copy changes only how the blocked kernel's packing reads w (`ops::transpose` says why).
 /// The crate picks its other kernels by the operands' strides, so a product that takes one of
@@ -325,6 +326,7 @@ pub(super) unsafe fn transposed_rhs(
     w: (*const f32, isize, isize),
     m: usize,
     (k, n): (usize, usize),
+    split: bool,
 ) -> TransposedRhs {
     let (wp, w_rs, w_cs) = w;
     let blocked = m > 1 && k > 1 && m * k > 256;
@@ -336,7 +338,7 @@ pub(super) unsafe fn transposed_rhs(
         };
     }
     // SAFETY: forwarded from the caller.
-    let copy = unsafe { super::transpose::transposed(w, k, n) };
+    let copy = unsafe { super::transpose::transposed(w, k, n, split) };
     let view = (copy.as_ptr(), k as isize, 1);
     TransposedRhs {
         _copy: Some(copy),
@@ -350,6 +352,10 @@ pub(super) struct TransposedRhs {
     _copy: Option<Vec<f32>>,
     view: (*const f32, isize, isize),
 }
+
+// SAFETY: the view is only read, and points into the copy this owns or into w, which the
+// caller of `transposed_rhs` keeps alive and unchanged while this lives.
+unsafe impl Send for TransposedRhs {}
 
 impl TransposedRhs {
     /// The rhs view: valid while `self` is.
@@ -704,22 +710,25 @@ pub fn linear_backward(
         let dz_view = (dz_values.as_ptr(), n as isize, 1);
         product((k, n, m), (xp, x_cs, x_rs), dz_view, split)
     };
+    // wᵀ [n, k] for dx, copied over the pool when `split` (see `transposed_rhs`).
+    // SAFETY: w's view covers its k x n elements.
+    let w_t = |split| unsafe { transposed_rhs(view(&w), m, (k, n), split) };
     // dx [m, k] = dz [m, n] · wᵀ [n, k].
-    let dx_of = |split| {
+    let dx_of = |w_t: TransposedRhs, split| {
         let dz_view = (dz_values.as_ptr(), n as isize, 1);
-        // SAFETY: w's view covers its k x n elements.
-        let w_t = unsafe { transposed_rhs(view(&w), m, (k, n)) };
         tensor(product((m, k, n), dz_view, w_t.view(), split), m, k)
     };
     // When both are needed, the two products run side by side, each on one thread: two whole
     // products keep the cores busier than each one split in halves with a join in between.
+    // wᵀ's copy comes first, over the pool: inside the join it would leave dw's thread waiting.
     let side_by_side = need_dx && m * n * k >= PARALLEL_WORK && rayon::current_num_threads() > 1;
     let products = || {
         if side_by_side {
-            let (dw, dx) = rayon::join(|| dw_of(false), || dx_of(false));
+            let w_t = w_t(true);
+            let (dw, dx) = rayon::join(|| dw_of(false), || dx_of(w_t, false));
             (dw, Some(dx))
         } else {
-            (dw_of(true), need_dx.then(|| dx_of(true)))
+            (dw_of(true), need_dx.then(|| dx_of(w_t(true), true)))
         }
     };
     // Large bias sums go to another thread while this one starts on the products, which then
@@ -1046,7 +1055,7 @@ fn input_grads(
         // SAFETY: `dst` holds m * k elements, which the product overwrites whole; the views
         // address dz_r and w_r.
         unsafe {
-            let w_t = transposed_rhs(w, m, (k, n));
+            let w_t = transposed_rhs(w, m, (k, n), split);
             gemm_into(
                 dst.as_mut_ptr().cast(),
                 (m, k, n),
@@ -1320,7 +1329,7 @@ mod tests {
             let (dz, w) = (values(m * n, 1), values(k * n, 2));
             let w_view = (w.as_ptr(), n as isize, 1);
             assert_eq!(
-                unsafe { transposed_rhs(w_view, m, (k, n)) }.copied(),
+                unsafe { transposed_rhs(w_view, m, (k, n), false) }.copied(),
                 copied
             );
             // The strided product on one thread, as dx was computed before the copy.
@@ -1351,7 +1360,7 @@ mod tests {
         for threads in [2, 3, 8] {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
             let dx = pool.unwrap().install(|| {
-                let w_t = unsafe { transposed_rhs((w.as_ptr(), n as isize, 1), m, (k, n)) };
+                let w_t = unsafe { transposed_rhs((w.as_ptr(), n as isize, 1), m, (k, n), true) };
                 assert!(w_t.copied());
                 product((m, k, n), (dz.as_ptr(), n as isize, 1), w_t.view(), true)
             });

@@ -168,7 +168,7 @@ pub fn input_grads(
             let dst = base.get().add(r * k);
             let identity = Activation::Identity;
             let serial = gemm::Parallelism::None;
-            let w_t = transposed_rhs(w, m, (k, n));
+            let w_t = transposed_rhs(w, m, (k, n), false);
             let operands = (dz, w_t.view());
             gemm_block(dst, reps * k, (m, k, n), false, operands, identity, serial);
         }

@@ -10,25 +10,66 @@
 //! values, it does not reorder the sums. Its other kernels are chosen by the operands'
 //! strides, so `kernels::transposed_rhs` copies only for products that take the blocked one.
 
+use super::kernels::{SendPtr, SendView};
+use rayon::prelude::*;
+
 /// Tile edge: 8 source rows and 8 destination rows, one cache line or less of each.
 const TILE: usize = 8;
 
-/// `src [rows, cols]`, read through its strides, as a row-major `[cols, rows]` buffer.
+/// Elements above which a copy may be spread over the pool: fashion-mlp's 512 x 512 weight is
+/// a few tens of µs of copying, several hand-offs' worth.
+const SPLIT_ELEMENTS: usize = 1 << 16;
+
+/// `src [rows, cols]`, read through its strides, as a row-major `[cols, rows]` buffer; spread
+/// over the pool by blocks of the copy's rows when `split` and the matrix is large.
 ///
 /// # Safety
 /// `src` must be readable at `r * rs + c * cs` for every `r < rows`, `c < cols`.
 pub(super) unsafe fn transposed(
-    (src, rs, cs): (*const f32, isize, isize),
+    src: (*const f32, isize, isize),
     rows: usize,
     cols: usize,
+    split: bool,
 ) -> Vec<f32> {
     let mut out: Vec<f32> = Vec::with_capacity(rows * cols);
-    let dst = out.as_mut_ptr();
+    let blocks = match split && rows * cols >= SPLIT_ELEMENTS {
+        true => rayon::current_num_threads().min(cols / TILE),
+        false => 1,
+    };
+    let (src_view, dst) = (SendView(src), SendPtr(out.as_mut_ptr()));
+    // Block b copies source columns from edge(b), a whole number of tiles, to the next edge.
+    let edge = |b: usize| (b * cols / blocks.max(1)) / TILE * TILE;
+    let end = |b: usize| if b + 1 >= blocks { cols } else { edge(b + 1) };
+    // SAFETY (both arms): the blocks' columns cover 0..cols once, and each writes only the
+    // copy's rows of its own columns; `src` is forwarded from the caller.
+    if blocks < 2 {
+        unsafe { copy_columns(src, rows, 0..cols, dst.get()) };
+    } else {
+        (0..blocks).into_par_iter().for_each(|b| unsafe {
+            copy_columns(src_view.get(), rows, edge(b)..end(b), dst.get())
+        });
+    }
+    // SAFETY: the tiles cover every element of the [cols, rows] output once.
+    unsafe { out.set_len(rows * cols) };
+    out
+}
+
+/// Source columns `columns` of `src [rows, _]` into the same rows of the row-major
+/// `[_, rows]` copy at `dst`, tile by tile.
+///
+/// # Safety
+/// As for [`transposed`], for those columns; `dst` has room for the copy's rows.
+unsafe fn copy_columns(
+    (src, rs, cs): (*const f32, isize, isize),
+    rows: usize,
+    columns: std::ops::Range<usize>,
+    dst: *mut f32,
+) {
     let whole_tile = whole_tile_copier(cs);
     for r0 in (0..rows).step_by(TILE) {
-        for c0 in (0..cols).step_by(TILE) {
+        for c0 in columns.clone().step_by(TILE) {
             let (src_tile, dst_tile) = (r0 as isize * rs + c0 as isize * cs, c0 * rows + r0);
-            let size = ((rows - r0).min(TILE), (cols - c0).min(TILE));
+            let size = ((rows - r0).min(TILE), (columns.end - c0).min(TILE));
             // SAFETY: the tile's elements lie inside src's rows x cols and out's cols x rows.
             unsafe {
                 let (from, to) = (src.offset(src_tile), dst.add(dst_tile));
@@ -39,17 +80,14 @@ pub(super) unsafe fn transposed(
             }
         }
     }
-    // SAFETY: the tiles cover every element of the [cols, rows] output once.
-    unsafe { out.set_len(rows * cols) };
-    out
 }
 
 /// An 8 x 8 tile's copier from source rows `rs` apart to destination rows `ds` apart.
-type TileCopy = unsafe fn(*const f32, isize, *mut f32, usize);
+pub(super) type TileCopy = unsafe fn(*const f32, isize, *mut f32, usize);
 
 /// The vector copier of whole tiles, where the source rows are contiguous and the CPU has AVX
 /// (ember's AVX2 and AVX-512 levels imply it).
-fn whole_tile_copier(cs: isize) -> Option<TileCopy> {
+pub(super) fn whole_tile_copier(cs: isize) -> Option<TileCopy> {
     #[cfg(target_arch = "x86_64")]
     if cs == 1 && crate::device::simd::detected() != crate::device::simd::Simd::Portable {
         return Some(tile_avx);
@@ -140,22 +178,50 @@ mod tests {
         assert_eq!(portable[8 * 3 + 5], src[5 * 11 + 3]);
     }
 
+    /// Whole and edge tiles, row- and column-major sources, there and back; and the copies
+    /// spread over a pool of 3 (blocks of columns that are not a whole number of tiles apart)
+    /// equal the serial ones.
     #[test]
     fn every_element_lands_at_its_transposed_place() {
-        for (rows, cols) in [(1, 1), (3, 17), (8, 8), (20, 9), (64, 512), (13, 1)] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let shapes = [
+            (1, 1),
+            (3, 17),
+            (8, 8),
+            (20, 9),
+            (64, 512),
+            (13, 1),
+            (300, 257),
+        ];
+        for (rows, cols) in shapes {
             let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+            let copy = |(p, rs, cs), rows, cols, split| unsafe {
+                transposed((p, rs, cs), rows, cols, split)
+            };
             // Row-major, and the same values seen column-major through swapped strides.
-            let row_major = unsafe { transposed((src.as_ptr(), cols as isize, 1), rows, cols) };
+            let row_major = copy((src.as_ptr(), cols as isize, 1), rows, cols, false);
             for r in 0..rows {
                 for c in 0..cols {
                     assert_eq!(row_major[c * rows + r], src[r * cols + c], "{rows}x{cols}");
                 }
             }
-            let back = unsafe { transposed((row_major.as_ptr(), rows as isize, 1), cols, rows) };
+            let back = copy((row_major.as_ptr(), rows as isize, 1), cols, rows, false);
             assert_eq!(back, src, "{rows}x{cols} there and back");
             // The same buffer seen as a column-major [cols, rows] matrix transposes to itself.
-            let column_major = unsafe { transposed((src.as_ptr(), 1, cols as isize), cols, rows) };
+            let column_major = copy((src.as_ptr(), 1, cols as isize), cols, rows, false);
             assert_eq!(column_major, src, "{rows}x{cols} column-major");
+            let split = pool.install(|| {
+                let a = copy((src.as_ptr(), cols as isize, 1), rows, cols, true);
+                (a, copy((src.as_ptr(), 1, cols as isize), cols, rows, true))
+            });
+            assert_eq!(
+                split,
+                (row_major, column_major),
+                "{rows}x{cols} over the pool"
+            );
         }
     }
 }
