@@ -230,19 +230,25 @@ pub fn backward(
     let (gt, gr) = contiguous(grad, g.n * g.cout * pixels);
     let (x, weight) = (&xt.storage::<f32>()[xr], &wt.storage::<f32>()[wr]);
     let grad = &gt.storage::<f32>()[gr];
-    let (dw, db) = weight_grads(x, grad, &g);
+    let (dw, db) = weight_grads(x, grad, &g, need_bias);
     let dx = need_dx.then(|| {
         let dx = input_grad(weight, grad, &g);
         FlexTensor::from_data(TensorData::new(dx, [g.n, g.cin, g.h, g.w]))
     });
     let dw = FlexTensor::from_data(TensorData::new(dw, [g.cout, g.cin, g.k, g.k]));
-    let db = need_bias.then(|| FlexTensor::from_data(TensorData::new(db, [g.cout])));
+    let db = db.map(|db| FlexTensor::from_data(TensorData::new(db, [g.cout])));
     (dx, dw, db)
 }
 
-/// `dW [cout, patch] = Σ dz_i · col_iᵀ` and `db [cout] = Σ dz_i`, each chunk of images summed
-/// on its own thread, the chunks then added in order.
-fn weight_grads(x: &[f32], grad: &[f32], g: &Geometry) -> (Vec<f32>, Vec<f32>) {
+/// `dW [cout, patch] = Σ dz_i · col_iᵀ` and, when `need_bias`, `db [cout] = Σ dz_i`, each chunk
+/// of images summed on its own thread, the chunks then added in order. (A convolution before a
+/// batch norm has no bias, and db's sums, one f32 chain per channel, cost as much as a pass.)
+fn weight_grads(
+    x: &[f32],
+    grad: &[f32],
+    g: &Geometry,
+    need_bias: bool,
+) -> (Vec<f32>, Option<Vec<f32>>) {
     let (patch, pixels) = (g.patch(), g.out_pixels());
     let chunk = |c: usize| {
         let mut dw = vec![0.0f32; g.cout * patch];
@@ -258,8 +264,10 @@ fn weight_grads(x: &[f32], grad: &[f32], g: &Geometry) -> (Vec<f32>, Vec<f32>) {
             // SAFETY: dw holds cout × patch initialised elements; dz is cout × pixels and
             // col patch × pixels.
             unsafe { product(dw.as_mut_ptr(), (g.cout, patch, pixels), true, operands) };
-            for (sum, channel) in db.iter_mut().zip(dz.chunks(pixels)) {
-                *sum += channel.iter().sum::<f32>();
+            if need_bias {
+                for (sum, channel) in db.iter_mut().zip(dz.chunks(pixels)) {
+                    *sum += channel.iter().sum::<f32>();
+                }
             }
         }
         (dw, db)
@@ -274,7 +282,7 @@ fn weight_grads(x: &[f32], grad: &[f32], g: &Geometry) -> (Vec<f32>, Vec<f32>) {
         dw.iter_mut().zip(&w).for_each(|(s, v)| *s += v);
         db.iter_mut().zip(&b).for_each(|(s, v)| *s += v);
     }
-    (dw, db)
+    (dw, need_bias.then_some(db))
 }
 
 /// `dx_i = col2im(Wᵀ · dz_i)` for every image, on the pool.
