@@ -144,13 +144,13 @@ fn plain<const K: usize, const P: usize, L: Copy>(
 ///
 /// # Safety
 /// The CPU has AVX; the group's LANES channels lie inside `[n, c, s]` inputs.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn tiled<const K: usize, const P: usize, L: Copy>(
     group: &Group<L, P>,
     term: &impl Fn(L, [f32; P]) -> [f64; K],
 ) -> [[f64; LANES]; K] {
     let (n, c, s) = group.dims;
-    let copy = super::transpose::whole_tile_copier(1).expect("a CPU with AVX");
     let mut acc = [[group.start; LANES]; K];
     let mut tiles = [[[0f32; LANES]; TILE]; P];
     let whole = s / TILE * TILE;
@@ -160,13 +160,11 @@ unsafe fn tiled<const K: usize, const P: usize, L: Copy>(
             for (tile, input) in tiles.iter_mut().zip(group.inputs) {
                 // SAFETY: rows base + l·s + j0 .. + TILE for l < LANES lie inside the input
                 // (the group is whole, and j0 + TILE <= s); the tile holds TILE x LANES.
+                // Called directly, not through `whole_tile_copier`'s pointer, so that it inlines
+                // and the tile's rows can stay in registers.
                 unsafe {
-                    copy(
-                        input.as_ptr().add(base + j0),
-                        s as isize,
-                        tile.as_mut_ptr().cast(),
-                        LANES,
-                    )
+                    let (from, to) = (input.as_ptr().add(base + j0), tile.as_mut_ptr().cast());
+                    super::transpose::tile_avx(from, s as isize, to, LANES)
                 };
             }
             for jj in 0..TILE {

@@ -120,7 +120,8 @@ unsafe fn tile_portable(
 /// The CPU has AVX; 8 rows of 8 floats readable at `src + r * rs`, writable at `dst + c * ds`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
-unsafe fn tile_avx(src: *const f32, rs: isize, dst: *mut f32, ds: usize) {
+#[inline]
+pub(super) unsafe fn tile_avx(src: *const f32, rs: isize, dst: *mut f32, ds: usize) {
     use std::arch::x86_64::*;
     // SAFETY: the loads and stores stay inside the tile, as the caller vouches for.
     unsafe {
