@@ -53,6 +53,12 @@ impl Geometry {
         }
     }
 
+    /// Whether the output maps have the input's size at stride 1 ("same" padding, an odd
+    /// kernel): then each of im2col's rows is the input plane shifted.
+    fn keeps_size(&self) -> bool {
+        self.stride == 1 && 2 * self.pad + 1 == self.k
+    }
+
     /// Rows of the column buffer: one per (input channel, kernel row, kernel column).
     fn patch(&self) -> usize {
         self.cin * self.k * self.k
@@ -106,6 +112,52 @@ impl Geometry {
 
 /// `col [patch, oh·ow]` of one image `[cin, h, w]`.
 fn im2col(image: &[f32], g: &Geometry, col: &mut [f32]) {
+    if g.keeps_size() {
+        return im2col_shifted(image, g, col);
+    }
+    im2col_by_rows(image, g, col);
+}
+
+/// [`im2col`] of a stride-1 convolution that keeps the maps' size: each row of `col` is the
+/// input plane shifted by `ky - pad` rows and `kx - pad` columns, so it is one contiguous copy
+/// (a few hundred floats), then zeros where the shift runs past the plane or wraps from one
+/// row into the next. Row by row, the copies were a few dozen floats each, and a call apiece.
+fn im2col_shifted(image: &[f32], g: &Geometry, col: &mut [f32]) {
+    let (w, k, pixels) = (g.w, g.k, g.out_pixels());
+    let rows = col.chunks_exact_mut(pixels).take(g.patch());
+    for (row, out) in rows.enumerate() {
+        let (c, ky, kx) = (row / (k * k), row / k % k, row % k);
+        let plane = &image[c * pixels..][..pixels];
+        // Output i reads input i + shift, where it lies in the plane.
+        let (dy, dx) = (ky as isize - g.pad as isize, kx as isize - g.pad as isize);
+        let shift = dy * w as isize + dx;
+        let first = (-shift).clamp(0, pixels as isize) as usize;
+        let end = (pixels as isize - shift).clamp(first as isize, pixels as isize) as usize;
+        out[..first].fill(0.0);
+        out[end..].fill(0.0);
+        if first < end {
+            let from = (first as isize + shift) as usize;
+            out[first..end].copy_from_slice(&plane[from..from + (end - first)]);
+        }
+        // The columns whose input column lies left (dx < 0) or right (dx > 0) of the plane.
+        let wrapped = if dx < 0 {
+            0..dx.unsigned_abs().min(w)
+        } else {
+            w.saturating_sub(dx as usize)..w
+        };
+        // Column by column down the map: one or two columns of a few dozen rows, where a fill
+        // per row would be a call per element or two.
+        for column in wrapped {
+            out.iter_mut()
+                .skip(column)
+                .step_by(w)
+                .for_each(|v| *v = 0.0);
+        }
+    }
+}
+
+/// [`im2col`] row by row of the output, for any stride and padding.
+fn im2col_by_rows(image: &[f32], g: &Geometry, col: &mut [f32]) {
     let (ow, s, p) = (g.ow, g.stride, g.pad);
     let pixels = g.out_pixels();
     g.walk(|row, oy, at, (lo, hi)| {
@@ -116,10 +168,11 @@ fn im2col(image: &[f32], g: &Geometry, col: &mut [f32]) {
         };
         out[..lo].fill(0.0);
         out[hi..].fill(0.0);
-        // Output column ox reads input element at + ox·s - p.
-        if s == 1 {
+        // Output column ox reads input element at + ox·s - p. An empty span is skipped: on a
+        // map narrower than the padding, at + lo - p would fall before the row.
+        if s == 1 && lo < hi {
             out[lo..hi].copy_from_slice(&image[at + lo - p..at + hi - p]);
-        } else {
+        } else if s > 1 {
             for (ox, v) in out.iter_mut().enumerate().take(hi).skip(lo) {
                 *v = image[at + ox * s - p];
             }
@@ -134,10 +187,11 @@ fn col2im(col: &[f32], g: &Geometry, image: &mut [f32]) {
     g.walk(|row, oy, at, (lo, hi)| {
         let Some(at) = at else { return };
         let from = &col[row * pixels + oy * ow..][..ow];
-        if s == 1 {
+        // As in im2col_by_rows, an empty span is skipped.
+        if s == 1 && lo < hi {
             let to = &mut image[at + lo - p..at + hi - p];
             to.iter_mut().zip(&from[lo..hi]).for_each(|(d, v)| *d += v);
-        } else {
+        } else if s > 1 {
             for (ox, v) in from.iter().enumerate().take(hi).skip(lo) {
                 image[at + ox * s - p] += v;
             }
@@ -358,12 +412,14 @@ mod tests {
         out
     }
 
-    const CASES: [Case; 5] = [
+    const CASES: [Case; 6] = [
         (3, 2, 7, 9, 4, 3, 1, 1, true),
         (2, 3, 11, 10, 5, 5, 2, 0, false),
         (4, 1, 6, 6, 3, 3, 2, 2, true),
         (2, 4, 5, 5, 6, 1, 1, 0, false),
         (19, 2, 8, 8, 3, 3, 1, 1, true),
+        // A map narrower than the padding: the input gradient's spans there are empty.
+        (2, 2, 3, 1, 2, 5, 1, 2, false),
     ];
 
     /// Forward and every gradient agree with Burn's convolution, for strides, paddings,
@@ -420,6 +476,44 @@ mod tests {
             let n = [a.0.len()];
             TensorData::new(a.0, n)
                 .assert_approx_eq::<f32>(&TensorData::new(b.0, n), Tolerance::absolute(1e-4));
+        }
+    }
+
+    /// The shifted copies of a size-keeping convolution's im2col are the row-by-row ones:
+    /// kernels of 1, 3 and 5, square and oblong maps, one and several channels, and maps of
+    /// one row or column, narrower than the padding.
+    #[test]
+    fn shifted_im2col_is_the_row_by_row_one() {
+        for (cin, h, w, k) in [
+            (1, 28, 28, 3),
+            (3, 5, 7, 3),
+            (2, 6, 4, 5),
+            (2, 3, 3, 1),
+            (1, 2, 9, 5),
+            (2, 1, 1, 5),
+            (1, 1, 6, 5),
+            (1, 7, 1, 3),
+        ] {
+            let g = super::Geometry {
+                n: 1,
+                cin,
+                h,
+                w,
+                cout: 1,
+                k,
+                stride: 1,
+                pad: k / 2,
+                oh: h,
+                ow: w,
+            };
+            assert!(g.keeps_size());
+            let image: Vec<f32> = (0..g.image()).map(|i| i as f32 + 1.0).collect();
+            let mut shifted = vec![f32::NAN; g.patch() * g.out_pixels()];
+            let mut by_rows = vec![f32::NAN; g.patch() * g.out_pixels()];
+            super::im2col_shifted(&image, &g, &mut shifted);
+            super::im2col_by_rows(&image, &g, &mut by_rows);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&shifted), bits(&by_rows), "{cin}x{h}x{w}, kernel {k}");
         }
     }
 

@@ -83,11 +83,11 @@ unsafe fn copy_columns(
 }
 
 /// An 8 x 8 tile's copier from source rows `rs` apart to destination rows `ds` apart.
-pub(super) type TileCopy = unsafe fn(*const f32, isize, *mut f32, usize);
+type TileCopy = unsafe fn(*const f32, isize, *mut f32, usize);
 
 /// The vector copier of whole tiles, where the source rows are contiguous and the CPU has AVX
 /// (ember's AVX2 and AVX-512 levels imply it).
-pub(super) fn whole_tile_copier(cs: isize) -> Option<TileCopy> {
+fn whole_tile_copier(cs: isize) -> Option<TileCopy> {
     #[cfg(target_arch = "x86_64")]
     if cs == 1 && crate::device::simd::detected() != crate::device::simd::Simd::Portable {
         return Some(tile_avx);
@@ -179,9 +179,9 @@ mod tests {
         assert_eq!(portable[8 * 3 + 5], src[5 * 11 + 3]);
     }
 
-    /// Whole and edge tiles, row- and column-major sources, there and back; and the copies
-    /// spread over a pool of 3 (blocks of columns that are not a whole number of tiles apart)
-    /// equal the serial ones.
+    /// Whole and edge tiles, row- and column-major sources, there and back; and copies large
+    /// enough to be spread over a pool of 3 (300 x 257: blocks rounded to whole tiles, the last
+    /// one with the edge) equal the serial ones.
     #[test]
     fn every_element_lands_at_its_transposed_place() {
         let pool = rayon::ThreadPoolBuilder::new()
