@@ -118,41 +118,80 @@ fn im2col(image: &[f32], g: &Geometry, col: &mut [f32]) {
     im2col_by_rows(image, g, col);
 }
 
+/// Where row `row` of a size-keeping convolution's column buffer lies in the input: output
+/// pixel `i` (row-major over the plane) reads input pixel `i + shift` of plane `plane`, for
+/// `i` in `first..end` (the rest falls past the plane), except in the output columns
+/// `wrapped`, where the input column lies left or right of the plane and `i + shift` wraps into
+/// a neighbouring row.
+struct Shifted {
+    plane: usize,
+    shift: isize,
+    first: usize,
+    end: usize,
+    wrapped: std::ops::Range<usize>,
+}
+
+impl Geometry {
+    fn shifted(&self, row: usize) -> Shifted {
+        let (w, k, pixels) = (self.w, self.k, self.out_pixels());
+        let (c, ky, kx) = (row / (k * k), row / k % k, row % k);
+        let (dy, dx) = (
+            ky as isize - self.pad as isize,
+            kx as isize - self.pad as isize,
+        );
+        let shift = dy * w as isize + dx;
+        let first = (-shift).clamp(0, pixels as isize) as usize;
+        let end = (pixels as isize - shift).clamp(first as isize, pixels as isize) as usize;
+        let wrapped = if dx < 0 {
+            0..dx.unsigned_abs().min(w)
+        } else {
+            w.saturating_sub(dx as usize)..w
+        };
+        Shifted {
+            plane: c,
+            shift,
+            first,
+            end,
+            wrapped,
+        }
+    }
+}
+
+/// Sets the `wrapped` columns of one row of a column buffer to zero, column by column down the
+/// map: one or two columns of a few dozen rows, where a fill per row would be a call per
+/// element or two.
+fn zero_columns(row: &mut [f32], wrapped: std::ops::Range<usize>, w: usize) {
+    for column in wrapped {
+        row.iter_mut()
+            .skip(column)
+            .step_by(w)
+            .for_each(|v| *v = 0.0);
+    }
+}
+
 /// [`im2col`] of a stride-1 convolution that keeps the maps' size: each row of `col` is the
 /// input plane shifted by `ky - pad` rows and `kx - pad` columns, so it is one contiguous copy
 /// (a few hundred floats), then zeros where the shift runs past the plane or wraps from one
 /// row into the next. Row by row, the copies were a few dozen floats each, and a call apiece.
 fn im2col_shifted(image: &[f32], g: &Geometry, col: &mut [f32]) {
-    let (w, k, pixels) = (g.w, g.k, g.out_pixels());
+    let pixels = g.out_pixels();
     let rows = col.chunks_exact_mut(pixels).take(g.patch());
     for (row, out) in rows.enumerate() {
-        let (c, ky, kx) = (row / (k * k), row / k % k, row % k);
-        let plane = &image[c * pixels..][..pixels];
-        // Output i reads input i + shift, where it lies in the plane.
-        let (dy, dx) = (ky as isize - g.pad as isize, kx as isize - g.pad as isize);
-        let shift = dy * w as isize + dx;
-        let first = (-shift).clamp(0, pixels as isize) as usize;
-        let end = (pixels as isize - shift).clamp(first as isize, pixels as isize) as usize;
+        let Shifted {
+            plane,
+            shift,
+            first,
+            end,
+            wrapped,
+        } = g.shifted(row);
+        let plane = &image[plane * pixels..][..pixels];
         out[..first].fill(0.0);
         out[end..].fill(0.0);
         if first < end {
             let from = (first as isize + shift) as usize;
             out[first..end].copy_from_slice(&plane[from..from + (end - first)]);
         }
-        // The columns whose input column lies left (dx < 0) or right (dx > 0) of the plane.
-        let wrapped = if dx < 0 {
-            0..dx.unsigned_abs().min(w)
-        } else {
-            w.saturating_sub(dx as usize)..w
-        };
-        // Column by column down the map: one or two columns of a few dozen rows, where a fill
-        // per row would be a call per element or two.
-        for column in wrapped {
-            out.iter_mut()
-                .skip(column)
-                .step_by(w)
-                .for_each(|v| *v = 0.0);
-        }
+        zero_columns(out, wrapped, g.w);
     }
 }
 
@@ -180,8 +219,46 @@ fn im2col_by_rows(image: &[f32], g: &Geometry, col: &mut [f32]) {
     });
 }
 
-/// Adds `col [patch, oh·ow]` back into one image's gradient `[cin, h, w]` (im2col's adjoint).
-fn col2im(col: &[f32], g: &Geometry, image: &mut [f32]) {
+/// Adds `col [patch, oh·ow]` back into one image's gradient `[cin, h, w]` (im2col's adjoint),
+/// overwriting `col`'s values that fall outside the image.
+fn col2im(col: &mut [f32], g: &Geometry, image: &mut [f32]) {
+    if g.keeps_size() {
+        return col2im_shifted(col, g, image);
+    }
+    col2im_by_rows(col, g, image);
+}
+
+/// [`col2im`] of a size-keeping stride-1 convolution, one contiguous sum per row of `col`
+/// (see [`im2col_shifted`]). The wrapped columns' values are set to zero first, so the span
+/// adds +0.0 there; that leaves every sum as it was, because the image's gradient starts at
+/// +0.0 and so never holds -0.0 (only -0.0 + -0.0 rounds to -0.0). Each pixel's terms come in
+/// the same order as row by row: by the column buffer's rows.
+fn col2im_shifted(col: &mut [f32], g: &Geometry, image: &mut [f32]) {
+    let pixels = g.out_pixels();
+    let rows = col.chunks_exact_mut(pixels).take(g.patch());
+    for (row, from) in rows.enumerate() {
+        let Shifted {
+            plane,
+            shift,
+            first,
+            end,
+            wrapped,
+        } = g.shifted(row);
+        // A shift past the whole plane (a kernel taller or wider than the map) adds nothing.
+        if first == end {
+            continue;
+        }
+        zero_columns(from, wrapped, g.w);
+        let at = (first as isize + shift) as usize;
+        let to = &mut image[plane * pixels + at..][..end - first];
+        to.iter_mut()
+            .zip(&from[first..end])
+            .for_each(|(d, v)| *d += v);
+    }
+}
+
+/// [`col2im`] row by row of the output, for any stride and padding.
+fn col2im_by_rows(col: &[f32], g: &Geometry, image: &mut [f32]) {
     let (ow, s, p) = (g.ow, g.stride, g.pad);
     let pixels = g.out_pixels();
     g.walk(|row, oy, at, (lo, hi)| {
@@ -483,7 +560,7 @@ mod tests {
     /// kernels of 1, 3 and 5, square and oblong maps, one and several channels, and maps of
     /// one row or column, narrower than the padding.
     #[test]
-    fn shifted_im2col_is_the_row_by_row_one() {
+    fn shifted_im2col_and_col2im_are_the_row_by_row_ones() {
         for (cin, h, w, k) in [
             (1, 28, 28, 3),
             (3, 5, 7, 3),
@@ -514,6 +591,23 @@ mod tests {
             super::im2col_by_rows(&image, &g, &mut by_rows);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&shifted), bits(&by_rows), "{cin}x{h}x{w}, kernel {k}");
+
+            // The adjoint: values of mixed signs and magnitudes, negative zeros among them,
+            // added into an image that starts at zero (as the input gradient does).
+            let col: Vec<f32> = (0..g.patch() * g.out_pixels())
+                .map(|i| match i % 7 {
+                    0 => -0.0,
+                    r => (r as f32 - 3.5) * 10f32.powi((i % 11) as i32 - 5),
+                })
+                .collect();
+            let (mut shifted, mut by_rows) = (vec![0.0; g.image()], vec![0.0; g.image()]);
+            super::col2im_shifted(&mut col.clone(), &g, &mut shifted);
+            super::col2im_by_rows(&col, &g, &mut by_rows);
+            assert_eq!(
+                bits(&shifted),
+                bits(&by_rows),
+                "col2im {cin}x{h}x{w}, kernel {k}"
+            );
         }
     }
 

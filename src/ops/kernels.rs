@@ -93,6 +93,7 @@ macro_rules! dispatch {
         }
     };
 }
+pub(super) use dispatch;
 
 /// `a * b + c`, fused where the build has FMA (the AVX2 kernels), else a multiply and an add
 /// (a software `fmaf` call would be far slower).
