@@ -230,7 +230,7 @@ fn pool2_grad_rows(x: [&[f32]; 2], g: &[f32], mut dx: [&mut [MaybeUninit<f32>]; 
 
 /// The 2×2 pool of the planes `xs` (each `h` × `w`) into `ys` (each `h / 2` × `w / 2`): a
 /// loop over pairs of rows that the compiler vectorises, where the general windows' loop
-/// took a scalar pass per window.
+/// took a scalar pass per window. (`FMA` is `dispatch!`'s parameter; there is nothing to fuse.)
 #[inline(always)]
 fn pool2_generic<const FMA: bool>(xs: &[f32], ys: &mut [MaybeUninit<f32>], h: usize, w: usize) {
     let ow = w / 2;
@@ -333,7 +333,10 @@ mod tests {
             let [n, c, h, w] = shape;
             let x = input(shape);
             let g = super::Geometry::of(&float(x.clone()), 2);
-            let xs: Vec<f32> = x.into_data().to_vec().unwrap();
+            let mut xs: Vec<f32> = x.into_data().to_vec().unwrap();
+            // NaNs in the windows' bottom rows too (`input` puts them in top rows).
+            xs[w + 2] = f32::NAN;
+            xs[3 * w + 1] = f32::NAN;
             let mut want = vec![0u32; n * c * g.oh * g.ow];
             let mut want_dx = vec![0u32; xs.len()];
             let gs: Vec<f32> = (0..want.len()).map(|i| i as f32 - 7.0).collect();
@@ -361,6 +364,7 @@ mod tests {
             ([3, 5, 8, 8], 2),
             ([2, 3, 7, 9], 2),
             ([2, 3, 5, 37], 2),
+            ([5, 4, 8, 8], 2),
             ([2, 2, 9, 10], 3),
             ([1, 2, 9, 9], 4),
         ] {

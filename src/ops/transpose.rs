@@ -54,6 +54,22 @@ pub(super) unsafe fn transposed(
     out
 }
 
+/// `src [rows, cols]`, read through its strides, into `dst` as a row-major `[cols, rows]`
+/// matrix, on this thread: [`transposed`] into a buffer the caller reuses.
+///
+/// # Safety
+/// As for [`transposed`].
+pub(super) unsafe fn transpose_into(
+    src: (*const f32, isize, isize),
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+) {
+    assert_eq!(dst.len(), rows * cols, "the transposed copy's size");
+    // SAFETY: forwarded from the caller; dst holds the whole copy.
+    unsafe { copy_columns(src, rows, 0..cols, dst.as_mut_ptr()) };
+}
+
 /// Source columns `columns` of `src [rows, _]` into the same rows of the row-major
 /// `[_, rows]` copy at `dst`, tile by tile.
 ///
