@@ -119,42 +119,53 @@ fn im2col(image: &[f32], g: &Geometry, col: &mut [f32]) {
     im2col_by_rows(image, g, col);
 }
 
-/// Where row `row` of a size-keeping convolution's column buffer lies in the input: output
-/// pixel `i` (row-major over the plane) reads input pixel `i + shift` of channel `channel`, for
-/// `i` in `first..end` (the rest falls past the plane), except in the output columns
-/// `wrapped`, where the input column lies left or right of the plane and `i + shift` wraps into
-/// a neighbouring row.
+/// Where a row of a size-keeping convolution's column buffer lies in the input: its elements
+/// `span` are the input image's elements from `input` on, in order, except in the output
+/// columns `wrapped`, where the input column lies left or right of the plane and the run wraps
+/// into a neighbouring row. The rest of the row falls past the plane.
 struct Shifted {
-    channel: usize,
-    shift: isize,
-    first: usize,
-    end: usize,
+    span: std::ops::Range<usize>,
+    input: usize,
     wrapped: std::ops::Range<usize>,
 }
 
 impl Geometry {
-    fn shifted(&self, row: usize) -> Shifted {
-        let (w, k, pixels) = (self.w, self.k, self.out_pixels());
-        let (c, ky, kx) = (row / (k * k), row / k % k, row % k);
-        let (dy, dx) = (
-            ky as isize - self.pad as isize,
-            kx as isize - self.pad as isize,
-        );
-        let shift = dy * w as isize + dx;
-        let first = (-shift).clamp(0, pixels as isize) as usize;
-        let end = (pixels as isize - shift).clamp(first as isize, pixels as isize) as usize;
-        let wrapped = if dx < 0 {
-            0..dx.unsigned_abs().min(w)
-        } else {
-            w.saturating_sub(dx as usize)..w
-        };
-        Shifted {
-            channel: c,
-            shift,
-            first,
-            end,
-            wrapped,
-        }
+    /// Each row of the column buffer `col` with its [`Shifted`]: the plane of the row's
+    /// channel shifted by `ky - pad` rows and `kx - pad` columns.
+    fn shifted_rows<'a>(
+        &self,
+        col: &'a mut [f32],
+    ) -> impl Iterator<Item = (Shifted, &'a mut [f32])> + use<'a> {
+        let (w, k, pad, pixels) = (self.w, self.k, self.pad as isize, self.out_pixels());
+        let rows = col.chunks_exact_mut(pixels).take(self.patch());
+        rows.enumerate().map(move |(row, out)| {
+            let (c, ky, kx) = (row / (k * k), row / k % k, row % k);
+            let (dy, dx) = (ky as isize - pad, kx as isize - pad);
+            // Output pixel i reads input pixel i + shift of the plane, where that lies in it.
+            let shift = dy * w as isize + dx;
+            let first = (-shift).clamp(0, pixels as isize) as usize;
+            let end = (pixels as isize - shift).clamp(first as isize, pixels as isize) as usize;
+            let wrapped = if dx < 0 {
+                0..dx.unsigned_abs().min(w)
+            } else {
+                w.saturating_sub(dx as usize)..w
+            };
+            // An empty span (a shift of a whole plane or more) reads nothing, from anywhere.
+            let from = if first < end {
+                first as isize + shift
+            } else {
+                0
+            };
+            let input = c * pixels + from as usize;
+            (
+                Shifted {
+                    span: first..end,
+                    input,
+                    wrapped,
+                },
+                out,
+            )
+        })
     }
 }
 
@@ -175,23 +186,18 @@ fn zero_columns(row: &mut [f32], wrapped: std::ops::Range<usize>, w: usize) {
 /// (a few hundred floats), then zeros where the shift runs past the plane or wraps from one
 /// row into the next. Row by row, the copies were a few dozen floats each, and a call apiece.
 fn im2col_shifted(image: &[f32], g: &Geometry, col: &mut [f32]) {
-    let pixels = g.out_pixels();
-    let rows = col.chunks_exact_mut(pixels).take(g.patch());
-    for (row, out) in rows.enumerate() {
-        let Shifted {
-            channel,
-            shift,
-            first,
-            end,
+    for (
+        Shifted {
+            span,
+            input,
             wrapped,
-        } = g.shifted(row);
-        let plane = &image[channel * pixels..][..pixels];
-        out[..first].fill(0.0);
-        out[end..].fill(0.0);
-        if first < end {
-            let from = (first as isize + shift) as usize;
-            out[first..end].copy_from_slice(&plane[from..from + (end - first)]);
-        }
+        },
+        out,
+    ) in g.shifted_rows(col)
+    {
+        out[..span.start].fill(0.0);
+        out[span.end..].fill(0.0);
+        out[span.clone()].copy_from_slice(&image[input..][..span.len()]);
         zero_columns(out, wrapped, g.w);
     }
 }
@@ -235,26 +241,18 @@ fn col2im(col: &mut [f32], g: &Geometry, image: &mut [f32]) {
 /// +0.0 and so never holds -0.0 (only -0.0 + -0.0 rounds to -0.0). Each pixel's terms come in
 /// the same order as row by row: by the column buffer's rows.
 fn col2im_shifted(col: &mut [f32], g: &Geometry, image: &mut [f32]) {
-    let pixels = g.out_pixels();
-    let rows = col.chunks_exact_mut(pixels).take(g.patch());
-    for (row, from) in rows.enumerate() {
-        let Shifted {
-            channel,
-            shift,
-            first,
-            end,
+    for (
+        Shifted {
+            span,
+            input,
             wrapped,
-        } = g.shifted(row);
-        // A shift of a whole plane or more (a kernel row past a map this short) adds nothing.
-        if first == end {
-            continue;
-        }
+        },
+        from,
+    ) in g.shifted_rows(col)
+    {
         zero_columns(from, wrapped, g.w);
-        let at = (first as isize + shift) as usize;
-        let to = &mut image[channel * pixels + at..][..end - first];
-        to.iter_mut()
-            .zip(&from[first..end])
-            .for_each(|(d, v)| *d += v);
+        let to = &mut image[input..][..span.len()];
+        to.iter_mut().zip(&from[span]).for_each(|(d, v)| *d += v);
     }
 }
 

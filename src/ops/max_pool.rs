@@ -144,20 +144,14 @@ pub fn backward(x: FlexTensor, k: usize, grad: FlexTensor) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(dx, g.dims((g.h, g.w))))
 }
 
-/// The first maximum of a 2×2 window `[top left, top right, bottom left, bottom right]` and
-/// its place, as [`Geometry::each_max_of`] picks it (a later value wins only when strictly
-/// greater), in selects that vectorise.
+/// The maximum of a 2×2 window `[top left, top right, bottom left, bottom right]` as
+/// [`Geometry::each_max_of`] picks it (a later value wins only when strictly greater), in
+/// selects that vectorise.
 #[inline(always)]
-fn max4(v: [f32; 4]) -> (f32, u32) {
-    let mut best = (v[0], 0);
-    for (i, x) in (1..).zip(&v[1..]) {
-        let better = *x > best.0;
-        best = (
-            if better { *x } else { best.0 },
-            if better { i } else { best.1 },
-        );
-    }
-    best
+fn max4(v: [f32; 4]) -> f32 {
+    v[1..]
+        .iter()
+        .fold(v[0], |best, &x| if x > best { x } else { best })
 }
 
 /// Which value of a 2×2 window [`max4`] picks, as one flag per place: each later value that
@@ -239,7 +233,7 @@ fn pool2_generic<const FMA: bool>(xs: &[f32], ys: &mut [MaybeUninit<f32>], h: us
             let top = x[2 * oy * w..][..2 * ow].chunks_exact(2);
             let bottom = x[(2 * oy + 1) * w..][..2 * ow].chunks_exact(2);
             for ((o, t), b) in out.iter_mut().zip(top).zip(bottom) {
-                o.write(max4([t[0], t[1], b[0], b[1]]).0);
+                o.write(max4([t[0], t[1], b[0], b[1]]));
             }
         }
     }
