@@ -226,9 +226,12 @@ fn im2col_by_rows(image: &[f32], g: &Geometry, col: &mut [f32]) {
     });
 }
 
-/// Adds `col [patch, oh·ow]` back into one image's gradient `[cin, h, w]` (im2col's adjoint).
-/// `col` is scratch: the shifted path zeroes its values that wrap into a neighbouring row.
+/// One image's gradient `[cin, h, w]` from `col [patch, oh·ow]` (im2col's adjoint), written
+/// over the whole of `image`. `col` is scratch: the shifted path zeroes its values that wrap
+/// into a neighbouring row.
 fn col2im(col: &mut [f32], g: &Geometry, image: &mut [f32]) {
+    // The sums start at +0.0, here rather than in each caller, as the shifted path needs.
+    image.fill(0.0);
     if g.keeps_size() {
         return col2im_shifted(col, g, image);
     }
@@ -594,16 +597,17 @@ mod tests {
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&shifted), bits(&by_rows), "{cin}x{h}x{w}, kernel {k}");
 
-            // The adjoint: values of mixed signs and magnitudes, negative zeros among them,
-            // added into an image that starts at zero (as the input gradient does).
+            // The adjoint: values of mixed signs and magnitudes, negative zeros among them.
+            // col2im (the shifted path here) writes the whole image, which starts as NaN; the
+            // row-by-row sums add into zeros.
             let col: Vec<f32> = (0..g.patch() * g.out_pixels())
                 .map(|i| match i % 7 {
                     0 => -0.0,
                     r => (r as f32 - 3.5) * 10f32.powi((i % 11) as i32 - 5),
                 })
                 .collect();
-            let (mut shifted, mut by_rows) = (vec![0.0; g.image()], vec![0.0; g.image()]);
-            super::col2im_shifted(&mut col.clone(), &g, &mut shifted);
+            let (mut shifted, mut by_rows) = (vec![f32::NAN; g.image()], vec![0.0; g.image()]);
+            super::col2im(&mut col.clone(), &g, &mut shifted);
             super::col2im_by_rows(&col, &g, &mut by_rows);
             assert_eq!(
                 bits(&shifted),

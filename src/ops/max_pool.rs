@@ -93,6 +93,10 @@ impl Geometry {
 pub fn forward(x: FlexTensor, k: usize) -> FlexTensor {
     let g = Geometry::of(&x, k);
     let (plane, out) = (g.h * g.w, g.oh * g.ow);
+    if out == 0 {
+        // A map smaller than the window: no window, and no chunks of zero planes' outputs.
+        return zeros(g, (g.oh, g.ow));
+    }
     let (t, range) = contiguous(x, g.planes * plane);
     let values = &t.storage::<f32>()[range];
     let mut y = uninit(g.planes * out);
@@ -118,6 +122,10 @@ pub fn forward(x: FlexTensor, k: usize) -> FlexTensor {
 pub fn backward(x: FlexTensor, k: usize, grad: FlexTensor) -> FlexTensor {
     let g = Geometry::of(&x, k);
     let (plane, out) = (g.h * g.w, g.oh * g.ow);
+    if out == 0 {
+        // No window: no value reached the output, so none gets a gradient.
+        return zeros(g, (g.h, g.w));
+    }
     let (t, range) = contiguous(x, g.planes * plane);
     let values = &t.storage::<f32>()[range];
     let (grad, grad_range) = contiguous(grad, g.planes * out);
@@ -142,6 +150,12 @@ pub fn backward(x: FlexTensor, k: usize, grad: FlexTensor) -> FlexTensor {
     // SAFETY: each task wrote its whole share (the zeros first, on the general path).
     let dx = unsafe { assume_init(dx) };
     FlexTensor::from_data(TensorData::new(dx, g.dims((g.h, g.w))))
+}
+
+/// Zeros `[n, c, h, w]`, with the pool's `n` and `c`.
+fn zeros(g: Geometry, (h, w): (usize, usize)) -> FlexTensor {
+    let zeros = vec![0.0f32; g.planes * h * w];
+    FlexTensor::from_data(TensorData::new(zeros, g.dims((h, w))))
 }
 
 /// The maximum of a 2×2 window `[top left, top right, bottom left, bottom right]` as
@@ -348,6 +362,20 @@ mod tests {
                 super::pool2_grad_planes_at(level, &xs, &gs, &mut dx, h, w);
                 assert_eq!(unwrap(dx), want_dx, "{level} {shape:?}");
             }
+        }
+    }
+
+    /// A map smaller than the window (which the config refuses before any pool runs) gives
+    /// an empty output and a zero gradient, not a panic in the pool's chunks.
+    #[test]
+    fn a_map_smaller_than_the_window_pools_to_nothing() {
+        for shape in [[2, 3, 1, 5], [1, 2, 5, 1], [2, 1, 2, 2]] {
+            let x = input(shape);
+            let y = tensor(super::forward(float(x.clone()), 3));
+            let [n, c, h, w] = shape;
+            assert_eq!(y.dims(), [n, c, h / 3, w / 3], "{shape:?}");
+            let dx = super::backward(float(x), 3, float(y.clone()));
+            assert_eq!(bits(tensor(dx)), vec![0; n * c * h * w], "{shape:?}");
         }
     }
 
