@@ -240,8 +240,8 @@ fn col2im(col: &mut [f32], g: &Geometry, image: &mut [f32]) {
 
 /// [`col2im`] of a size-keeping stride-1 convolution, one contiguous sum per row of `col`
 /// (see [`im2col_shifted`]). The wrapped columns' values are set to zero first, so the span
-/// adds +0.0 there; that leaves every sum as it was, because the image's gradient starts at
-/// +0.0 and so never holds -0.0 (only -0.0 + -0.0 rounds to -0.0). Each pixel's terms come in
+/// adds +0.0 there; that leaves every sum as it was, because [`col2im`] starts the image at
+/// +0.0, so it never holds -0.0 (only -0.0 + -0.0 rounds to -0.0). Each pixel's terms come in
 /// the same order as row by row: by the column buffer's rows.
 fn col2im_shifted(col: &mut [f32], g: &Geometry, image: &mut [f32]) {
     for (
@@ -424,6 +424,7 @@ fn weight_grads(
 /// `dx_i = col2im(Wᵀ · dz_i)` for every image, on the pool.
 fn input_grad(weight: &[f32], grad: &[f32], g: &Geometry) -> Vec<f32> {
     let (patch, pixels) = (g.patch(), g.out_pixels());
+    // Initialised only to be a safe slice: col2im writes each image whole.
     let mut dx = vec![0.0f32; g.n * g.image()];
     dx.par_chunks_mut(g.image())
         .zip(grad.par_chunks(g.cout * pixels))
@@ -613,6 +614,45 @@ mod tests {
                 bits(&shifted),
                 bits(&by_rows),
                 "col2im {cin}x{h}x{w}, kernel {k}"
+            );
+        }
+    }
+
+    /// col2im writes the whole image on the row-by-row path too (a stride of 2, no padding),
+    /// where some pixels get no term: the image starts as NaN and must come out as the sums
+    /// into zeros.
+    #[test]
+    fn col2im_writes_the_whole_image_on_every_path() {
+        for (stride, pad, k) in [(2, 1, 3), (1, 0, 3), (3, 0, 2)] {
+            let (h, w) = (7, 6);
+            let (oh, ow) = (
+                (h + 2 * pad - k) / stride + 1,
+                (w + 2 * pad - k) / stride + 1,
+            );
+            let g = super::Geometry {
+                n: 1,
+                cin: 2,
+                h,
+                w,
+                cout: 1,
+                k,
+                stride,
+                pad,
+                oh,
+                ow,
+            };
+            assert!(!g.keeps_size());
+            let col: Vec<f32> = (0..g.patch() * g.out_pixels())
+                .map(|i| i as f32 - 20.0)
+                .collect();
+            let (mut written, mut sums) = (vec![f32::NAN; g.image()], vec![0.0; g.image()]);
+            super::col2im(&mut col.clone(), &g, &mut written);
+            super::col2im_by_rows(&col, &g, &mut sums);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&written),
+                bits(&sums),
+                "stride {stride} pad {pad} k {k}"
             );
         }
     }

@@ -94,7 +94,7 @@ pub fn forward(x: FlexTensor, k: usize) -> FlexTensor {
     let g = Geometry::of(&x, k);
     let (plane, out) = (g.h * g.w, g.oh * g.ow);
     if out == 0 {
-        // A map smaller than the window: no window, and no chunks of zero planes' outputs.
+        // A map smaller than the window has no window; rayon refuses chunks of size 0.
         return zeros(g, (g.oh, g.ow));
     }
     let (t, range) = contiguous(x, g.planes * plane);
