@@ -39,13 +39,23 @@ struct Geometry {
 impl Geometry {
     fn of(x: &FlexTensor, weight: &FlexTensor, stride: usize, pad: usize) -> Self {
         let (xs, ws) = (x.layout().shape(), weight.layout().shape());
-        let (h, w, k) = (xs[2], xs[3], ws[2]);
+        let (n, cin, cout, k) = (xs[0], xs[1], ws[0], ws[2]);
+        Self::sized([n, cin, xs[2], xs[3]], cout, k, (stride, pad))
+    }
+
+    /// The geometry of `cout` k×k kernels over `[n, cin, h, w]` maps at `stride` and `pad`.
+    fn sized(
+        [n, cin, h, w]: [usize; 4],
+        cout: usize,
+        k: usize,
+        (stride, pad): (usize, usize),
+    ) -> Self {
         Self {
-            n: xs[0],
-            cin: xs[1],
+            n,
+            cin,
             h,
             w,
-            cout: ws[0],
+            cout,
             k,
             stride,
             pad,
@@ -562,6 +572,10 @@ mod tests {
         }
     }
 
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|f| f.to_bits()).collect()
+    }
+
     /// The shifted copies of a size-keeping convolution's im2col are the row-by-row ones:
     /// kernels of 1, 3 and 5, square and oblong maps, one and several channels, and maps of
     /// one row or column, narrower than the padding.
@@ -577,25 +591,13 @@ mod tests {
             (1, 1, 6, 5),
             (1, 7, 1, 3),
         ] {
-            let g = super::Geometry {
-                n: 1,
-                cin,
-                h,
-                w,
-                cout: 1,
-                k,
-                stride: 1,
-                pad: k / 2,
-                oh: h,
-                ow: w,
-            };
+            let g = super::Geometry::sized([1, cin, h, w], 1, k, (1, k / 2));
             assert!(g.keeps_size());
             let image: Vec<f32> = (0..g.image()).map(|i| i as f32 + 1.0).collect();
             let mut shifted = vec![f32::NAN; g.patch() * g.out_pixels()];
             let mut by_rows = vec![f32::NAN; g.patch() * g.out_pixels()];
             super::im2col_shifted(&image, &g, &mut shifted);
             super::im2col_by_rows(&image, &g, &mut by_rows);
-            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&shifted), bits(&by_rows), "{cin}x{h}x{w}, kernel {k}");
 
             // The adjoint: values of mixed signs and magnitudes, negative zeros among them.
@@ -624,23 +626,7 @@ mod tests {
     #[test]
     fn col2im_writes_the_whole_image_on_every_path() {
         for (stride, pad, k) in [(2, 1, 3), (1, 0, 3), (3, 0, 2)] {
-            let (h, w) = (7, 6);
-            let (oh, ow) = (
-                (h + 2 * pad - k) / stride + 1,
-                (w + 2 * pad - k) / stride + 1,
-            );
-            let g = super::Geometry {
-                n: 1,
-                cin: 2,
-                h,
-                w,
-                cout: 1,
-                k,
-                stride,
-                pad,
-                oh,
-                ow,
-            };
+            let g = super::Geometry::sized([1, 2, 7, 6], 1, k, (stride, pad));
             assert!(!g.keeps_size());
             let col: Vec<f32> = (0..g.patch() * g.out_pixels())
                 .map(|i| i as f32 - 20.0)
@@ -648,7 +634,6 @@ mod tests {
             let (mut written, mut sums) = (vec![f32::NAN; g.image()], vec![0.0; g.image()]);
             super::col2im(&mut col.clone(), &g, &mut written);
             super::col2im_by_rows(&col, &g, &mut sums);
-            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(
                 bits(&written),
                 bits(&sums),
