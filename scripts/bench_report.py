@@ -354,8 +354,12 @@ def cnn_full(out, dev, w, failed):
         w("**did not complete** (see steps.log)")
 
 
+NOT_IN_PARTS = "not run in this call (gpu-check.sh's PARTS left it out)"
+
+
 def gpu(a):
-    out, dev = a.out, a.device
+    """The report of scripts/gpu-check.sh; a part that PARTS left out is not a failure."""
+    out, dev, parts = a.out, a.device, set(a.parts.split())
     lines, failed = [], []
     w = lines.append
     info = open(os.path.join(out, "info.txt")).read().strip() if os.path.exists(
@@ -370,12 +374,14 @@ def gpu(a):
     w("|---|---|---|---|---|---|")
     for d in SUITE_DEVICES:
         cells, bad = suite_row(out, d, info)
-        if bad:
+        if bad and "suite" in parts:
             failed.append(f"GPU-path suite on {d}")
         w("| " + " | ".join(cells) + " |")
     full = summary(os.path.join(out, "runs", f"fashion-mlp-full-{dev}"))
     w(f"\n## 2. fashion-mlp, {a.full_epochs} epochs on {dev}\n")
-    if full and full["status"] == "complete":
+    if "train" not in parts:
+        w(NOT_IN_PARTS)
+    elif full and full["status"] == "complete":
         acc = full["final_metrics"]["valid_accuracy"]
         goal = full["train_seconds"] <= 3.0 or dev == "cpu"
         w(f"train {full['train_seconds']:.2f} s (goal on an H200: 3 s or less: "
@@ -384,7 +390,8 @@ def gpu(a):
     else:
         failed.append("fashion-mlp full run")
         w("**did not complete** (see steps.log)")
-    cnn_full(out, dev, w, failed)
+    if "train" in parts:
+        cnn_full(out, dev, w, failed)
     w(f"\n## 3. Speed on {dev}: ember against PyTorch (steps/s, median after the first epoch)\n")
     bench = {}
     for ln in open(os.path.join(out, "bench.jsonl")) if os.path.exists(os.path.join(out, "bench.jsonl")) else []:
@@ -403,13 +410,14 @@ def gpu(a):
         te, tg = torch_r.get((job, "torch-best")), torch_r.get((job, "torch-graphs"))
         peers = [r["steps_per_s"] for r in (te, tg) if r]
         ratio = f"**{b['learner']['steps_per_s'] / max(peers):.2f}x**" if b and peers else "–"
-        if b is None:
+        if b is None and "bench" in parts:
             failed.append(f"bench {job}")
         cell = lambda r: f"{r['steps_per_s']:,.0f}" if r else "–"  # noqa: E731
         w(f"| {job} | {b and format(b['learner']['steps_per_s'], ',.0f') or '–'} | "
           f"{b and format(b['bare']['steps_per_s'], ',.0f') or '–'} | "
           f"{b and format(b['learner']['first_epoch_s'], '.2f') or '–'} | {cell(te)} | {cell(tg)} | {ratio} |")
-    replica_section(out, dev, w, failed)
+    if "bench" in parts:
+        replica_section(out, dev, w, failed)
     w("\n" + ("All checks passed." if not failed else "FAILED: " + ", ".join(failed)))
     print("\n".join(lines))
     sys.exit(1 if failed else 0)
@@ -459,6 +467,7 @@ def main():
     g.add_argument("--out", required=True)
     g.add_argument("--device", required=True)
     g.add_argument("--full-epochs", type=int, required=True)
+    g.add_argument("--parts", default="suite train bench peers", help="the parts gpu-check.sh ran")
     a = p.parse_args()
     if a.action == "gpu":
         gpu(a)

@@ -24,8 +24,16 @@
 # (4) `ember bench fashion-mlp --replicas 16` for one epoch (16 seeds as replicas against 16
 # processes; goal: replicas in at most 2x one run) and (5) the PyTorch peers on CUDA, eager and
 # with CUDA graphs (scripts/gpu_torch_peers.py), then writes $OUT/gpu-check.md
-# (scripts/bench_report.py gpu). Whole script: about 6 to 7 minutes on an H200 (each suite run is cut off after SUITE_TIMEOUT s, default 120). Exit 1 when a check
-# fails: a failed CUDA or wgpu suite, an incomplete full run, a missing bench.
+# (scripts/bench_report.py gpu). Exit 1 when a check fails: a failed CUDA or wgpu suite, an
+# incomplete full run, a missing bench.
+#
+# Time on an H200 (measured 2026-12-04, BENCHMARKS.md "CUDA on an H200"): each suite run is cut
+# off after SUITE_TIMEOUT s (120), fashion-mlp's 20 epochs take about 40 s, the CNN's 15 about
+# 2.5 minutes, the benches and PyTorch's runs 15 to 30 s each: about 11 minutes in all, more than
+# one call of the device tool may run (10). PARTS chooses the steps, so that two calls share them:
+#   PARTS="suite train" scripts/gpu-check.sh     # (1) and (2)
+#   PARTS="bench peers" scripts/gpu-check.sh     # (3), (4) and (5)
+# The report covers the parts that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/sbin:/sbin  # ldconfig, for a user whose PATH lacks them
@@ -150,12 +158,17 @@ EOF
     export LD_LIBRARY_PATH="$PWD/gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     vulkan_note="bundled Vulkan loader (no libvulkan.so.1 on the system)"
   fi
+  # The driver's own libraries (its Vulkan driver among them), where the machine mounts them
+  # outside the linker's path.
+  for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+    [[ -d $d ]] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+  done
   # The loader finds the NVIDIA driver through an ICD file; take only that one, so that wgpu:0 is
   # the GPU even where Mesa's software driver is installed too. A driver whose ICD file was not
   # mounted still has its Vulkan driver in libGLX_nvidia.so.0: point a file of our own at it.
   if [[ -z ${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-} ]]; then
     icd=""
-    for f in /etc/vulkan/icd.d/nvidia*.json /usr/share/vulkan/icd.d/nvidia*.json /usr/local/share/vulkan/icd.d/nvidia*.json; do
+    for f in /usr/local/nvidia/share/vulkan/icd.d/nvidia*.json /etc/vulkan/icd.d/nvidia*.json /usr/share/vulkan/icd.d/nvidia*.json /usr/local/share/vulkan/icd.d/nvidia*.json; do
       [[ -f $f ]] && { icd=$f; break; }
     done
     if [[ -z $icd ]] && ldconfig -p | awk '$1 == "libGLX_nvidia.so.0" { found = 1 } END { exit !found }'; then
@@ -186,6 +199,12 @@ else
   CNN_EPOCHS=1
 fi
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-120}
+PARTS=${PARTS:-suite train bench peers}
+for p in $PARTS; do
+  [[ $p == suite || $p == train || $p == bench || $p == peers ]] \
+    || { echo "gpu-check: PARTS has '$p'; the parts are suite, train, bench and peers" >&2; exit 2; }
+done
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 "$EMBER" info | tee "$OUT/info.txt"
 [[ -n $vulkan_note ]] && log "wgpu: $vulkan_note"
@@ -229,8 +248,10 @@ run_suite() {
   suite_state "$dev" "$([[ $mode == gpu ]] && echo ran || echo listed)" "$rc" "$ms" ""
 }
 
-run_suite cuda
-if [[ $mode == dry ]]; then
+part suite && run_suite cuda
+if ! part suite; then
+  :
+elif [[ $mode == dry ]]; then
   run_suite wgpu
 else
   wgpu0=$(grep -m1 "^wgpu:0: " "$OUT/info.txt" || true)
@@ -250,6 +271,7 @@ else
   fi
 fi
 
+part train && {
 log "fashion-mlp, $FULL_EPOCHS epochs on $DEV"
 "$EMBER" train configs/fashion-mlp.toml --device "$DEV" --epochs "$FULL_EPOCHS" "${LIMIT[@]}" \
   --out "$OUT/runs/fashion-mlp-full-$DEV" --quiet 2>&1 | tee -a "$OUT/steps.log" || true
@@ -259,7 +281,9 @@ cnn_run="$OUT/runs/fashion-cnn-full-$DEV"
   --out "$cnn_run" --quiet 2>&1 | tee -a "$OUT/steps.log" || true
 "$EMBER" eval "$cnn_run" --split test --device "$DEV" --json > "$OUT/fashion-cnn-test.json" \
   2>>"$OUT/steps.log" || true
+}
 
+part bench && {
 : > "$OUT/bench.jsonl"
 # The record names the config file's job (fashion-cnn's own config calls its network "cnn").
 for job in fashion-mlp tabular-mlp linear-scalar fashion-cnn; do
@@ -272,9 +296,12 @@ done
 log "ember bench fashion-mlp --replicas $REPLICAS on $DEV"
 "$EMBER" bench configs/fashion-mlp.toml --replicas "$REPLICAS" --epochs 1 --device "$DEV" "${LIMIT[@]}" \
   --json 2>>"$OUT/steps.log" | grep '^{' > "$OUT/replicas.jsonl" || true
+}
 
-: > "$OUT/torch.jsonl"
-if ((have_torch)); then
+part peers && : > "$OUT/torch.jsonl"
+if ! part peers; then
+  :
+elif ((have_torch)); then
   variants="best graphs"
   [[ $DEV == cpu ]] && variants=best
   rows=()
@@ -291,5 +318,5 @@ else
   log "no Python with torch ($PY): PyTorch peers skipped"
 fi
 
-python3 scripts/bench_report.py gpu --out "$OUT" --device "$DEV" --full-epochs "$FULL_EPOCHS" \
+python3 scripts/bench_report.py gpu --out "$OUT" --device "$DEV" --full-epochs "$FULL_EPOCHS" --parts "$PARTS" \
   | tee "$OUT/gpu-check.md"
