@@ -372,11 +372,13 @@ def gpu(a):
         w("Dry run: the suite's test binary is only listed (CI runs the suite through `make test`).\n")
     w("| device | adapter | result | passed | failed | time |")
     w("|---|---|---|---|---|---|")
-    for d in SUITE_DEVICES:
+    for d in SUITE_DEVICES if "suite" in parts else []:
         cells, bad = suite_row(out, d, info)
         if bad and "suite" in parts:
             failed.append(f"GPU-path suite on {d}")
         w("| " + " | ".join(cells) + " |")
+    if "suite" not in parts:
+        w(f"| – | – | {NOT_IN_PARTS} | – | – | – |")
     full = summary(os.path.join(out, "runs", f"fashion-mlp-full-{dev}"))
     w(f"\n## 2. fashion-mlp, {a.full_epochs} epochs on {dev}\n")
     if "train" not in parts:
@@ -392,16 +394,35 @@ def gpu(a):
         w("**did not complete** (see steps.log)")
     if "train" in parts:
         cnn_full(out, dev, w, failed)
+    else:
+        w(f"\n## 2b. fashion-cnn on {dev}\n\n{NOT_IN_PARTS}")
     w(f"\n## 3. Speed on {dev}: ember against PyTorch (steps/s, median after the first epoch)\n")
     bench = {}
-    for ln in open(os.path.join(out, "bench.jsonl")) if os.path.exists(os.path.join(out, "bench.jsonl")) else []:
+    path = os.path.join(out, "bench.jsonl")
+    for ln in open(path) if "bench" in parts and os.path.exists(path) else []:
         r = json.loads(ln)
         bench[r["job"]] = r
     torch_r = {}
     path = os.path.join(out, "torch.jsonl")
-    for ln in open(path) if os.path.exists(path) else []:
+    for ln in open(path) if "peers" in parts and os.path.exists(path) else []:
         r = json.loads(ln)
         torch_r[(r["job"], r["variant"])] = r
+    if "bench" in parts or "peers" in parts:
+        speed_rows(bench, torch_r, parts, w, failed)
+    else:
+        w(NOT_IN_PARTS)
+    if "bench" in parts:
+        replica_section(out, dev, w, failed)
+    else:
+        w(f"\n## 4. Replicas on {dev}\n\n{NOT_IN_PARTS}")
+    ran = ", ".join(sorted(parts))
+    w("\n" + (f"All checks of the parts run ({ran}) passed." if not failed else "FAILED: " + ", ".join(failed)))
+    print("\n".join(lines))
+    sys.exit(1 if failed else 0)
+
+
+def speed_rows(bench, torch_r, parts, w, failed):
+    """Section 3's table: ember's bench records against PyTorch's, a row per job."""
     w("| job | ember (Learner) | ember bare loop | ember first epoch s | torch eager | torch CUDA graphs "
       "| ember / best torch |")
     w("|---|---|---|---|---|---|---|")
@@ -416,11 +437,6 @@ def gpu(a):
         w(f"| {job} | {b and format(b['learner']['steps_per_s'], ',.0f') or '–'} | "
           f"{b and format(b['bare']['steps_per_s'], ',.0f') or '–'} | "
           f"{b and format(b['learner']['first_epoch_s'], '.2f') or '–'} | {cell(te)} | {cell(tg)} | {ratio} |")
-    if "bench" in parts:
-        replica_section(out, dev, w, failed)
-    w("\n" + ("All checks passed." if not failed else "FAILED: " + ", ".join(failed)))
-    print("\n".join(lines))
-    sys.exit(1 if failed else 0)
 
 
 def replica_section(out, dev, w, failed):

@@ -30,7 +30,7 @@
 # Time on an H200 (measured 2026-12-04, BENCHMARKS.md "CUDA on an H200"): each suite run is cut
 # off after SUITE_TIMEOUT s (120), fashion-mlp's 20 epochs take about 40 s, the CNN's 15 about
 # 2.5 minutes, the benches and PyTorch's runs 15 to 30 s each: about 11 minutes in all, more than
-# one call of the device tool may run (10). PARTS chooses the steps, so that two calls share them:
+# one call of the device tool may run (10 minutes). PARTS chooses the steps, so that two calls share them:
 #   PARTS="suite train" scripts/gpu-check.sh     # (1) and (2)
 #   PARTS="bench peers" scripts/gpu-check.sh     # (3), (4) and (5)
 # The report covers the parts that ran.
@@ -168,10 +168,12 @@ EOF
   # mounted still has its Vulkan driver in libGLX_nvidia.so.0: point a file of our own at it.
   if [[ -z ${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-} ]]; then
     icd=""
-    for f in /usr/local/nvidia/share/vulkan/icd.d/nvidia*.json /etc/vulkan/icd.d/nvidia*.json /usr/share/vulkan/icd.d/nvidia*.json /usr/local/share/vulkan/icd.d/nvidia*.json; do
+    for f in /usr/local/nvidia/share/vulkan/icd.d/nvidia*.json /etc/vulkan/icd.d/nvidia*.json \
+      /usr/share/vulkan/icd.d/nvidia*.json /usr/local/share/vulkan/icd.d/nvidia*.json; do
       [[ -f $f ]] && { icd=$f; break; }
     done
-    if [[ -z $icd ]] && ldconfig -p | awk '$1 == "libGLX_nvidia.so.0" { found = 1 } END { exit !found }'; then
+    if [[ -z $icd ]] && { ldconfig -p | awk '$1 == "libGLX_nvidia.so.0" { found = 1 } END { exit !found }' \
+      || [[ -e /usr/local/nvidia/lib64/libGLX_nvidia.so.0 || -e /usr/local/nvidia/lib/libGLX_nvidia.so.0 ]]; }; then
       icd=$OUT/nvidia_icd.json
       echo '{"file_format_version": "1.0.0", "ICD": {"library_path": "libGLX_nvidia.so.0", "api_version": "1.3.0"}}' > "$icd"
     fi
@@ -200,6 +202,7 @@ else
 fi
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-120}
 PARTS=${PARTS:-suite train bench peers}
+[[ -n ${PARTS// /} ]] || { echo "gpu-check: PARTS is empty; the parts are suite, train, bench and peers" >&2; exit 2; }
 for p in $PARTS; do
   [[ $p == suite || $p == train || $p == bench || $p == peers ]] \
     || { echo "gpu-check: PARTS has '$p'; the parts are suite, train, bench and peers" >&2; exit 2; }
