@@ -243,7 +243,12 @@ run_suite() {
   rc=${PIPESTATUS[0]}
   set -e
   local ms=$(($(date +%s%3N) - t0))
-  ((rc == 124)) && log "GPU-path suite on $dev: cut off after ${SUITE_TIMEOUT} s"
+  if ((rc == 124)); then
+    log "GPU-path suite on $dev: cut off after ${SUITE_TIMEOUT} s"
+    # timeout ends the test binary, not the ember runs it started: they would go on training
+    # beside the next steps (seen on the H200: a CNN run still in its first epoch minutes later).
+    pkill -KILL -f "^$EMBER " 2>/dev/null || true
+  fi
   ((rc != 0)) && log "GPU-path suite on $dev: exit status $rc"
   # What comes back from the device machine is limited: keep the runs' summaries and logs,
   # drop their weights and checkpoints.
