@@ -160,7 +160,8 @@ EOF
   fi
   # The driver's own libraries (its Vulkan driver among them), where the machine mounts them
   # outside the linker's path.
-  for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+  nvidia_libs=(/usr/local/nvidia/lib64 /usr/local/nvidia/lib)
+  for d in "${nvidia_libs[@]}"; do
     [[ -d $d ]] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
   done
   # The loader finds the NVIDIA driver through an ICD file; take only that one, so that wgpu:0 is
@@ -172,8 +173,11 @@ EOF
       /usr/share/vulkan/icd.d/nvidia*.json /usr/local/share/vulkan/icd.d/nvidia*.json; do
       [[ -f $f ]] && { icd=$f; break; }
     done
-    if [[ -z $icd ]] && { ldconfig -p | awk '$1 == "libGLX_nvidia.so.0" { found = 1 } END { exit !found }' \
-      || [[ -e /usr/local/nvidia/lib64/libGLX_nvidia.so.0 || -e /usr/local/nvidia/lib/libGLX_nvidia.so.0 ]]; }; then
+    glx=$(ldconfig -p | awk '$1 == "libGLX_nvidia.so.0" { print $NF; exit }')
+    for d in "${nvidia_libs[@]}"; do
+      [[ -z $glx && -e $d/libGLX_nvidia.so.0 ]] && glx=$d/libGLX_nvidia.so.0
+    done
+    if [[ -z $icd && -n $glx ]]; then
       icd=$OUT/nvidia_icd.json
       echo '{"file_format_version": "1.0.0", "ICD": {"library_path": "libGLX_nvidia.so.0", "api_version": "1.3.0"}}' > "$icd"
     fi
@@ -201,13 +205,13 @@ else
   CNN_EPOCHS=1
 fi
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-120}
-PARTS=${PARTS:-suite train bench peers}
-[[ -n ${PARTS// /} ]] || { echo "gpu-check: PARTS is empty; the parts are suite, train, bench and peers" >&2; exit 2; }
+# The parts, in the order they run; each is a function NAME_part below.
+ALL_PARTS="suite train bench peers"
+PARTS=${PARTS:-$ALL_PARTS}
+[[ -n ${PARTS// /} ]] || { echo "gpu-check: PARTS is empty; the parts are $ALL_PARTS" >&2; exit 2; }
 for p in $PARTS; do
-  [[ $p == suite || $p == train || $p == bench || $p == peers ]] \
-    || { echo "gpu-check: PARTS has '$p'; the parts are suite, train, bench and peers" >&2; exit 2; }
+  [[ " $ALL_PARTS " == *" $p "* ]] || { echo "gpu-check: PARTS has '$p'; the parts are $ALL_PARTS" >&2; exit 2; }
 done
-part() { [[ " $PARTS " == *" $1 "* ]]; }
 
 "$EMBER" info | tee "$OUT/info.txt"
 [[ -n $vulkan_note ]] && log "wgpu: $vulkan_note"
@@ -256,75 +260,81 @@ run_suite() {
   suite_state "$dev" "$([[ $mode == gpu ]] && echo ran || echo listed)" "$rc" "$ms" ""
 }
 
-part suite && run_suite cuda
-if ! part suite; then
-  :
-elif [[ $mode == dry ]]; then
-  run_suite wgpu
-else
-  wgpu0=$(grep -m1 "^wgpu:0: " "$OUT/info.txt" || true)
-  if [[ -z $wgpu0 ]]; then
-    why="ember info lists no wgpu adapter ($(grep -m1 '^wgpu' "$OUT/info.txt" || echo 'no wgpu line'); $vulkan_note)"
-  elif [[ $wgpu0 == *"[software (CPU)"* ]]; then
-    why="wgpu:0 is a software adapter, not the GPU ($vulkan_note)"
-  else
-    why=""
-  fi
-  if [[ -n $why ]]; then
-    log "GPU-path suite on wgpu not run: $why"
-    rm -f "$OUT/suite-wgpu.log"
-    suite_state wgpu "not run" "" "" "$why"
-  else
+suite_part() {
+  run_suite cuda
+  if [[ $mode == dry ]]; then
     run_suite wgpu
+  else
+    wgpu0=$(grep -m1 "^wgpu:0: " "$OUT/info.txt" || true)
+    if [[ -z $wgpu0 ]]; then
+      why="ember info lists no wgpu adapter ($(grep -m1 '^wgpu' "$OUT/info.txt" || echo 'no wgpu line'); $vulkan_note)"
+    elif [[ $wgpu0 == *"[software (CPU)"* ]]; then
+      why="wgpu:0 is a software adapter, not the GPU ($vulkan_note)"
+    else
+      why=""
+    fi
+    if [[ -n $why ]]; then
+      log "GPU-path suite on wgpu not run: $why"
+      rm -f "$OUT/suite-wgpu.log"
+      suite_state wgpu "not run" "" "" "$why"
+    else
+      run_suite wgpu
+    fi
   fi
-fi
-
-part train && {
-log "fashion-mlp, $FULL_EPOCHS epochs on $DEV"
-"$EMBER" train configs/fashion-mlp.toml --device "$DEV" --epochs "$FULL_EPOCHS" "${LIMIT[@]}" \
-  --out "$OUT/runs/fashion-mlp-full-$DEV" --quiet 2>&1 | tee -a "$OUT/steps.log" || true
-log "fashion-cnn, $CNN_EPOCHS epochs on $DEV, then its test accuracy"
-cnn_run="$OUT/runs/fashion-cnn-full-$DEV"
-"$EMBER" train configs/fashion-cnn.toml --device "$DEV" --epochs "$CNN_EPOCHS" "${LIMIT[@]}" \
-  --out "$cnn_run" --quiet 2>&1 | tee -a "$OUT/steps.log" || true
-"$EMBER" eval "$cnn_run" --split test --device "$DEV" --json > "$OUT/fashion-cnn-test.json" \
-  2>>"$OUT/steps.log" || true
 }
 
-part bench && {
-: > "$OUT/bench.jsonl"
-# The record names the config file's job (fashion-cnn's own config calls its network "cnn").
-for job in fashion-mlp tabular-mlp linear-scalar fashion-cnn; do
-  log "ember bench $job on $DEV"
-  "$EMBER" bench "configs/$job.toml" --device "$DEV" --epochs "${BENCH_EPOCHS[$job]}" "${LIMIT[@]}" \
-    --json 2>>"$OUT/steps.log" | grep '^{' \
-    | sed "s/^{\"job\":\"[^\"]*\"/{\"job\":\"$job\"/" >> "$OUT/bench.jsonl" || true
-done
-
-log "ember bench fashion-mlp --replicas $REPLICAS on $DEV"
-"$EMBER" bench configs/fashion-mlp.toml --replicas "$REPLICAS" --epochs 1 --device "$DEV" "${LIMIT[@]}" \
-  --json 2>>"$OUT/steps.log" | grep '^{' > "$OUT/replicas.jsonl" || true
+train_part() {
+  log "fashion-mlp, $FULL_EPOCHS epochs on $DEV"
+  "$EMBER" train configs/fashion-mlp.toml --device "$DEV" --epochs "$FULL_EPOCHS" "${LIMIT[@]}" \
+    --out "$OUT/runs/fashion-mlp-full-$DEV" --quiet 2>&1 | tee -a "$OUT/steps.log" || true
+  log "fashion-cnn, $CNN_EPOCHS epochs on $DEV, then its test accuracy"
+  cnn_run="$OUT/runs/fashion-cnn-full-$DEV"
+  "$EMBER" train configs/fashion-cnn.toml --device "$DEV" --epochs "$CNN_EPOCHS" "${LIMIT[@]}" \
+    --out "$cnn_run" --quiet 2>&1 | tee -a "$OUT/steps.log" || true
+  "$EMBER" eval "$cnn_run" --split test --device "$DEV" --json > "$OUT/fashion-cnn-test.json" \
+    2>>"$OUT/steps.log" || true
 }
 
-part peers && : > "$OUT/torch.jsonl"
-if ! part peers; then
-  :
-elif ((have_torch)); then
-  variants="best graphs"
-  [[ $DEV == cpu ]] && variants=best
-  rows=()
-  [[ $mode == dry ]] && rows=(--max-rows 4096)
+bench_part() {
+  : > "$OUT/bench.jsonl"
+  # The record names the config file's job (fashion-cnn's own config calls its network "cnn").
   for job in fashion-mlp tabular-mlp linear-scalar fashion-cnn; do
-    for v in $variants; do
-      log "torch $v $job on $DEV"
-      "$PY" scripts/gpu_torch_peers.py "$job" --variant "$v" --device "$DEV" \
-        --epochs "${BENCH_EPOCHS[$job]}" --fashion "$FASHION_DIR" "${rows[@]}" \
-        --json "$OUT/torch.jsonl" >> "$OUT/steps.log" 2>&1 || echo "torch $v $job failed" | tee -a "$OUT/steps.log"
-    done
+    log "ember bench $job on $DEV"
+    "$EMBER" bench "configs/$job.toml" --device "$DEV" --epochs "${BENCH_EPOCHS[$job]}" "${LIMIT[@]}" \
+      --json 2>>"$OUT/steps.log" | grep '^{' \
+      | sed "s/^{\"job\":\"[^\"]*\"/{\"job\":\"$job\"/" >> "$OUT/bench.jsonl" || true
   done
-else
-  log "no Python with torch ($PY): PyTorch peers skipped"
-fi
+
+  log "ember bench fashion-mlp --replicas $REPLICAS on $DEV"
+  "$EMBER" bench configs/fashion-mlp.toml --replicas "$REPLICAS" --epochs 1 --device "$DEV" "${LIMIT[@]}" \
+    --json 2>>"$OUT/steps.log" | grep '^{' > "$OUT/replicas.jsonl" || true
+}
+
+peers_part() {
+  : > "$OUT/torch.jsonl"
+  if ((have_torch)); then
+    variants="best graphs"
+    [[ $DEV == cpu ]] && variants=best
+    rows=()
+    [[ $mode == dry ]] && rows=(--max-rows 4096)
+    for job in fashion-mlp tabular-mlp linear-scalar fashion-cnn; do
+      for v in $variants; do
+        log "torch $v $job on $DEV"
+        "$PY" scripts/gpu_torch_peers.py "$job" --variant "$v" --device "$DEV" \
+          --epochs "${BENCH_EPOCHS[$job]}" --fashion "$FASHION_DIR" "${rows[@]}" \
+          --json "$OUT/torch.jsonl" >> "$OUT/steps.log" 2>&1 || echo "torch $v $job failed" | tee -a "$OUT/steps.log"
+      done
+    done
+  else
+    log "no Python with torch ($PY): PyTorch peers skipped"
+  fi
+}
+
+for p in $ALL_PARTS; do
+  if [[ " $PARTS " == *" $p "* ]]; then
+    "${p}_part"
+  fi
+done
 
 python3 scripts/bench_report.py gpu --out "$OUT" --device "$DEV" --full-epochs "$FULL_EPOCHS" --parts "$PARTS" \
   | tee "$OUT/gpu-check.md"

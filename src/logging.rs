@@ -1,6 +1,6 @@
 //! `EMBER_LOG=error|warn|info|debug|trace` prints the log records of ember's dependencies
-//! (Burn, CubeCL, wgpu) on stderr: which adapter and device were opened, which kernels were compiled.
-//! Off by default.
+//! (Burn, CubeCL, wgpu) on stderr: which adapter and device were opened, which kernels were
+//! compiled. Off by default.
 
 struct StderrLog;
 
