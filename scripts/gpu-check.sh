@@ -27,13 +27,18 @@
 # (scripts/bench_report.py gpu). Exit 1 when a check fails: a failed CUDA or wgpu suite, an
 # incomplete full run, a missing bench.
 #
-# Time on an H200 (measured 2026-12-04, BENCHMARKS.md "CUDA on an H200"): each suite run is cut
-# off after SUITE_TIMEOUT s (120), fashion-mlp's 20 epochs take about 40 s, the CNN's 15 about
-# 2.5 minutes, the benches and PyTorch's runs 15 to 30 s each: about 11 minutes in all, more than
-# one call of the device tool may run (10 minutes). PARTS chooses the steps, so that two calls share them:
-#   PARTS="suite train" scripts/gpu-check.sh     # (1) and (2)
-#   PARTS="bench peers" scripts/gpu-check.sh     # (3), (4) and (5)
-# The report covers the parts that ran.
+# Time on an H200 (measured 2026-12-04, BENCHMARKS.md "The second lease"): each suite run takes
+# 15 to 40 s with SUITE_THREADS=6 tests at once (it is cut off after SUITE_TIMEOUT s, 120),
+# fashion-mlp's 20 epochs 35 s, the CNN's 15 about 2 minutes, each bench and PyTorch run 15 to
+# 100 s, the replicas step (one run, replicas, 16 processes twice) about 4 minutes: an
+# estimated 11 minutes in all, more than one call of the device tool may run (10 minutes).
+# PARTS chooses the steps, so that two calls share them:
+#   PARTS="suite train" SUITE_THREADS=6 scripts/gpu-check.sh     # (1) and (2): about 4 minutes
+#   PARTS="bench peers" scripts/gpu-check.sh                     # (3), (4) and (5): over 7
+# The report covers the parts that ran. For wgpu, bring Debian's libvulkan1, libglvnd0, libegl1,
+# libgl1, libglx0, libgles2 and libopengl0 (`apt-get download` here) and unpack them there first
+# (dpkg -x into /, then ldconfig): on the H200 the packed loader alone found no adapter, and
+# these did (docs/devices.md, "On a GPU machine").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/sbin:/sbin  # ldconfig, for a user whose PATH lacks them
@@ -205,6 +210,8 @@ else
   CNN_EPOCHS=1
 fi
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-120}
+# Tests at once: each runs ember on the GPU, and the parity tests on the CPU too (2 threads each).
+SUITE_THREADS=${SUITE_THREADS:-2}
 # The parts, in the order they run; each is a function NAME_part below.
 ALL_PARTS="suite train bench peers"
 PARTS=${PARTS:-$ALL_PARTS}
@@ -238,7 +245,7 @@ run_suite() {
   if [[ $mode == gpu ]]; then
     log "GPU-path suite on $dev (cut off after ${SUITE_TIMEOUT} s)"
     EMBER_BIN=$EMBER EMBER_ROOT=$PWD EMBER_SCRATCH=$scratch EMBER_GPU_DEVICES=$dev \
-      timeout -k 10 "$SUITE_TIMEOUT" "$SUITE" --test-threads 2 2>&1 | tee "$OUT/suite-$dev.log" | tee -a "$OUT/steps.log"
+      timeout -k 10 "$SUITE_TIMEOUT" "$SUITE" --test-threads "$SUITE_THREADS" 2>&1 | tee "$OUT/suite-$dev.log" | tee -a "$OUT/steps.log"
   else
     log "GPU-path suite for $dev: --list only (CI runs the suite through make test)"
     EMBER_BIN=$EMBER EMBER_ROOT=$PWD EMBER_SCRATCH=$scratch EMBER_GPU_DEVICES=$dev \

@@ -113,6 +113,47 @@ pub fn kill_mid_epoch(
     );
 }
 
+/// SIGKILLs `child`, training into `run`, half an epoch after its checkpoint of `epoch` (2 or
+/// more) appeared, an epoch being the time from the checkpoint of `epoch - 1` to that of `epoch`:
+/// mid-epoch on a device of any speed, where a fixed delay is not (on an H200 the GPU tests'
+/// epochs take 30 to 60 ms, and 200 ms landed after the run's last epoch). Choose an `epoch`
+/// past the first two, which compile kernels on a GPU and take longer than the rest. Fails if
+/// the run had checkpointed `last_epoch`, its final one, before the kill.
+pub fn kill_half_an_epoch_after(
+    mut child: Child,
+    run: &Path,
+    (epoch, last_epoch): (usize, usize),
+    limit: Duration,
+) {
+    assert!(
+        (2..last_epoch).contains(&epoch),
+        "needs the checkpoints of two epochs to time one, and one after them"
+    );
+    let checkpoint = |e: usize| run.join(format!("checkpoint/epoch-{e}.json"));
+    // Only the newest checkpoint is kept: `epoch - 1`'s may be gone by the first look.
+    let (deadline, mut previous_seen) = (Instant::now() + limit, None);
+    while !checkpoint(epoch).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "no checkpoint of epoch {epoch} in {limit:?}"
+        );
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the run ended ({status}) before its checkpoint of epoch {epoch}");
+        }
+        if previous_seen.is_none() && checkpoint(epoch - 1).exists() {
+            previous_seen = Some(Instant::now());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(previous_seen.map_or(Duration::ZERO, |t| t.elapsed() / 2));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !checkpoint(last_epoch).exists() && !run.join("summary.json").exists(),
+        "the run had finished its last epoch, {last_epoch}, before the kill"
+    );
+}
+
 /// Waits until `path` exists; fails the test after `limit`.
 pub fn wait_for(path: &Path, limit: Duration) {
     let start = Instant::now();

@@ -1,0 +1,3 @@
+mod matmul;
+
+pub use matmul::*;
