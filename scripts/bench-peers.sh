@@ -7,7 +7,7 @@
 #   ROUNDS=1 JOBS=tabular-mlp THREADS_LIST=1 scripts/bench-peers.sh
 #
 # Knobs: ROUNDS (3), THREADS_LIST ("1 2"), JOBS (the three seed jobs and fashion-mlp-tuned;
-# fashion-cnn on request), PEER_VARIANTS (below),
+# fashion-cnn on request), PEER_VARIANTS (below), CNN_PEER_VARIANTS (fashion-cnn's, below),
 # PEERS_DIR (bench/peers in this repository), PEERS_VENV (/tmp/peers-venv, made from the peers'
 # requirements.txt on first use: about 5 GB), PEERS_DATA (/tmp/peers-data), PEERS_MAX_S (20: a
 # peer run stops after the epoch that passes this many seconds, at least 2 epochs),
@@ -43,7 +43,7 @@ declare -A WORKLOAD=([fashion-mlp]=w1 [tabular-mlp]=w2 [linear-scalar]=w3 [fashi
 # The tuned recipe (Adam, dropout, a cosine schedule, shuffled) has one peer: the same recipe in
 # PyTorch with its fused Adam, which issue 23 set as the bar for ember's optimizer step; run as
 # PyTorch runs by default, and with subnormals flushed to zero as ember's Adam does.
-declare -A JOB_PEERS=([fashion-cnn]="torch_bench.py:--variant best|torch_bench.py:--variant compile|jax_bench.py:--variant step"
+declare -A JOB_PEERS=([fashion-cnn]="${CNN_PEER_VARIANTS:-torch_bench.py:--variant best|torch_bench.py:--variant compile|jax_bench.py:--variant step}"
   [fashion-mlp-tuned]="torch_bench.py:--variant best|torch_bench.py:--variant best --flush-denormal")
 
 die() { echo "bench-peers: $*" >&2; exit 1; }
