@@ -374,11 +374,12 @@ def gpu(a):
     w("|---|---|---|---|---|---|")
     if "suite" not in parts:
         w(f"| – | – | {NOT_IN_PARTS} | – | – | – |")
-    for d in SUITE_DEVICES if "suite" in parts else []:
-        cells, bad = suite_row(out, d, info)
-        if bad:
-            failed.append(f"GPU-path suite on {d}")
-        w("| " + " | ".join(cells) + " |")
+    else:
+        for d in SUITE_DEVICES:
+            cells, bad = suite_row(out, d, info)
+            if bad:
+                failed.append(f"GPU-path suite on {d}")
+            w("| " + " | ".join(cells) + " |")
     full = summary(os.path.join(out, "runs", f"fashion-mlp-full-{dev}"))
     w(f"\n## 2. fashion-mlp, {a.full_epochs} epochs on {dev}\n")
     if "train" not in parts:
