@@ -1,9 +1,9 @@
 //! Batch normalisation of `[n, channels, s]` maps (`s` = height × width) on the CPU, one channel's
 //! statistics per task. Through Burn's operations on the flex backend a training step's batch
 //! norm is a dozen broadcast operations, each an element-by-element strided walk; in a small
-//! CNN they took most of the step. Here the forward is a pass for the mean, one for the
-//! variance and one writing the output; the backward one pass for the two sums and one writing
-//! the gradient. Sums are accumulated in f64.
+//! CNN they took most of the step. Here the forward is one pass for the sums of the values and
+//! of their squares and one writing the output; the backward one pass for the two sums and one
+//! writing the gradient. Sums are accumulated in f64.
 
 use super::channel_sums::channel_sums;
 use super::kernels::{assume_init, contiguous, dispatch, owned_contiguous, uninit, values};
@@ -18,17 +18,28 @@ fn dims(x: &FlexTensor) -> (usize, usize, usize) {
     (shape[0], shape[1], shape[2])
 }
 
-/// Per channel of `x`, the mean of `term(lane(channel), value)` over its values, summed from
-/// -0.0 as `Iterator::sum` does.
-fn channel_means<L: Copy + Send + Sync>(
-    dims: (usize, usize, usize),
-    x: &[f32],
-    lane: impl Fn(usize) -> L + Sync,
-    term: impl Fn(L, f32) -> f64 + Sync,
-) -> Vec<f64> {
+/// Per channel, the mean and the biased variance of its values, from one pass's f64 sums of
+/// `x` and `x²` (`var = E[x²] - mean²`). A second pass over the centred values was a whole
+/// read of the convolution's output more; in f64 the difference of the two loses nothing an
+/// f32 variance keeps unless the mean is some 10⁴ standard deviations from zero.
+fn moments(dims: (usize, usize, usize), x: &[f32]) -> (Vec<f64>, Vec<f64>) {
     let count = (dims.0 * dims.2) as f64;
-    let sums = channel_sums(dims, -0.0, [x], lane, |k, [v]| [term(k, v)]);
-    sums.into_iter().map(|[sum]| sum / count).collect()
+    let sums = channel_sums(
+        dims,
+        -0.0,
+        [x],
+        |_| (),
+        |(), [v]| {
+            let v = f64::from(v);
+            [v, v * v]
+        },
+    );
+    sums.into_iter()
+        .map(|[sum, squares]| {
+            let mean = sum / count;
+            (mean, (squares / count - mean * mean).max(0.0))
+        })
+        .unzip()
 }
 
 /// `f(channel, block, block index)` for every block of `s` values of `[n, c, s]` maps, in place,
@@ -59,13 +70,7 @@ pub fn forward(
     let (xt, range) = contiguous(x, n * c * s);
     let x = &xt.storage::<f32>()[range];
     let (gamma, beta) = (values(gamma, c), values(beta, c));
-    let mean = channel_means((n, c, s), x, |_| (), |(), v| f64::from(v));
-    let var = channel_means(
-        (n, c, s),
-        x,
-        |ch| mean[ch],
-        |m, v| (f64::from(v) - m).powi(2),
-    );
+    let (mean, var) = moments((n, c, s), x);
     let (scale, shift) = affine(&gamma, &beta, &mean, &var, epsilon);
     // The input stays (autodiff keeps it for the backward pass): the output is a new buffer,
     // written in the same pass that reads the input.
@@ -226,30 +231,44 @@ mod tests {
         }
     }
 
-    /// The means are `Iterator::sum`'s over each channel's values (from -0.0), divided by
-    /// their count, bit for bit: values of mixed magnitudes, whose f64 sum changes with the
-    /// order of the additions; groups of channels whole and not, maps with and without a
-    /// remainder of a tile.
+    /// The one-pass moments are the two-pass ones (the mean, then the mean of the squared
+    /// deviations, in f64) to a few f32 units in the last place: values of mixed magnitudes,
+    /// groups of channels whole and not, maps with and without a remainder of a tile, and a
+    /// channel whose mean is a thousand times its spread.
     #[test]
-    fn channel_means_are_plain_sums_over_the_count() {
+    fn moments_from_one_pass_are_the_two_pass_ones() {
         for (n, c, s) in [(5, 11, 37), (2, 16, 24)] {
             let x: Vec<f32> = (0..n * c * s)
                 .map(|i| {
                     let r = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
-                    (r as f32 / (1u64 << 24) as f32 - 0.5) * 10f32.powi((i % 13) as i32 - 6)
+                    let v = r as f32 / (1u64 << 24) as f32 - 0.5;
+                    // Channel 3's values lie around 1000, each other's around zero.
+                    match (i / s) % c {
+                        3 => 1000.0 + v,
+                        _ => v * 10f32.powi((i % 13) as i32 - 6),
+                    }
                 })
                 .collect();
-            let means = channel_means((n, c, s), &x, |_| (), |(), v| f64::from(v));
-            let sum = |ch: usize| -> f64 {
-                let blocks = (0..n).map(|b| (b * c + ch) * s);
-                blocks
-                    .flat_map(|at| x[at..at + s].iter().map(|&v| f64::from(v)))
-                    .sum()
-            };
-            assert_eq!(means.len(), c);
-            for (ch, mean) in means.iter().enumerate() {
-                let want = sum(ch) / (n * s) as f64;
-                assert_eq!(mean.to_bits(), want.to_bits(), "{n}x{c}x{s}, channel {ch}");
+            let (means, vars) = moments((n, c, s), &x);
+            for ch in 0..c {
+                let values: Vec<f64> = (0..n)
+                    .flat_map(|b| &x[(b * c + ch) * s..][..s])
+                    .map(|&v| f64::from(v))
+                    .collect();
+                let count = values.len() as f64;
+                let mean = values.iter().sum::<f64>() / count;
+                let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / count;
+                let close = |got: f64, want: f64| (got - want).abs() <= 1e-6 * want.abs() + 1e-30;
+                assert!(
+                    close(means[ch], mean),
+                    "{n}x{c}x{s}, channel {ch}: mean {}",
+                    means[ch]
+                );
+                assert!(
+                    close(vars[ch], var),
+                    "{n}x{c}x{s}, channel {ch}: var {} against {var}",
+                    vars[ch]
+                );
             }
         }
     }

@@ -98,7 +98,7 @@ pub(super) use dispatch;
 /// `a * b + c`, fused where the build has FMA (the AVX2 kernels), else a multiply and an add
 /// (a software `fmaf` call would be far slower).
 #[inline(always)]
-fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+pub(super) fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     if FMA { a.mul_add(b, c) } else { a * b + c }
 }
 

@@ -21,6 +21,7 @@ mod conv;
 pub mod dropout;
 pub mod kernels;
 mod max_pool;
+mod row_dots;
 mod scalar_mse;
 mod shared_input;
 mod subnormals;

@@ -1,0 +1,199 @@
+//! Dot products of two matrices' rows, `a_i · b_j` for row-major `a [m, len]` and `b [n, len]`,
+//! kept as `LANES` partial sums each (one per vector lane) across several calls, and added up
+//! once at the end ([`reduce`]).
+//!
+//! Why: a convolution's weight gradient is `dz [cout, pixels] · col [patch, pixels]ᵀ`, both
+//! operands running along the pixels. Where the patch is a few rows (a first layer over grey
+//! or RGB images: 9 or 27 for a 3x3 kernel), the gemm crate's blocked kernels run mostly in
+//! their edges and their packing, and `col` had to be transposed for them first: fashion-cnn's
+//! first layer's weight gradient ran at about 24 GFLOP/s on an AVX-512 Xeon that way. Here a
+//! block of `b`'s rows is held against one row of `a` in registers, one vector of lanes each,
+//! and the lanes keep accumulating across the images of a chunk: the horizontal sums, which
+//! would cost as much as a short row's products, come once per chunk.
+//!
+//! The order of every sum is fixed by `len` and the calls' order (lane `l` adds the products
+//! at `l`, `l + LANES`, ..., then the lanes are added in order), so the bits do not depend on
+//! the thread count. They do depend on the CPU level: the vector levels fuse each multiply-add.
+
+use super::kernels::{dispatch, madd};
+
+/// Partial sums per dot product: a 512-bit vector of f32 (two 256-bit ones on AVX2).
+pub(super) const LANES: usize = 16;
+
+/// One dot product's partial sums.
+pub(super) type Lanes = [f32; LANES];
+
+/// `acc[i·n + j] += a_i · b_j`, lane by lane, for `a [m, len]` and `b [n, len]` row-major.
+#[inline(always)]
+fn accumulate_generic<const FMA: bool>(
+    acc: &mut [Lanes],
+    a: &[f32],
+    b: &[f32],
+    (m, n, len): (usize, usize, usize),
+) {
+    assert!(
+        acc.len() >= m * n && a.len() >= m * len && b.len() >= n * len,
+        "row dots: an operand is short"
+    );
+    for (i, row) in a.chunks_exact(len).take(m).enumerate() {
+        let sums = &mut acc[i * n..][..n];
+        let mut j = 0;
+        while j < n {
+            let (sums, rows) = (&mut sums[j..], &b[j * len..]);
+            // A 3x3 kernel's patch is 9 rows a channel; other patches go 8 rows a block.
+            j += match n - j {
+                r if n % 9 == 0 && r >= 9 => block::<FMA, 9>(sums, row, rows),
+                r if r >= 8 => block::<FMA, 8>(sums, row, rows),
+                r if r >= 4 => block::<FMA, 4>(sums, row, rows),
+                r if r >= 2 => block::<FMA, 2>(sums, row, rows),
+                _ => block::<FMA, 1>(sums, row, rows),
+            };
+        }
+    }
+}
+
+/// `sums[g] += row · b_g` for `G` rows of `b` from its start, each `row.len()` long; returns
+/// `G`. The sums stay in registers over the whole row; a last partial vector is read through a
+/// zero-padded copy, so it adds `+0.0` products to its unused lanes.
+#[inline(always)]
+fn block<const FMA: bool, const G: usize>(sums: &mut [Lanes], row: &[f32], b: &[f32]) -> usize {
+    let len = row.len();
+    assert!(
+        sums.len() >= G && b.len() >= G * len,
+        "row dots: a block is short"
+    );
+    let mut acc = [[0.0; LANES]; G];
+    acc.copy_from_slice(&sums[..G]);
+    let whole = len / LANES;
+    // Unchecked reads: with a bounds check per vector the compiler kept the sums in memory.
+    let read = |p: *const f32, at: usize| -> Lanes {
+        // SAFETY: the callers read `at..at + LANES` inside `row` or inside row g of `b`, which
+        // holds `len` elements from `g·len` (asserted above).
+        unsafe { p.add(at).cast::<Lanes>().read_unaligned() }
+    };
+    for v in 0..whole {
+        let x = read(row.as_ptr(), v * LANES);
+        for (g, s) in acc.iter_mut().enumerate() {
+            let y = read(b.as_ptr(), g * len + v * LANES);
+            for l in 0..LANES {
+                s[l] = madd::<FMA>(x[l], y[l], s[l]);
+            }
+        }
+    }
+    if whole * LANES < len {
+        // Element by element: a copy of the tail (a `memcpy` call with its spills) cost more
+        // than the row's products.
+        let padded = |r: &[f32]| -> Lanes {
+            std::array::from_fn(|l| r.get(whole * LANES + l).copied().unwrap_or(0.0))
+        };
+        let x = padded(row);
+        for (g, s) in acc.iter_mut().enumerate() {
+            let y = padded(&b[g * len..][..len]);
+            for l in 0..LANES {
+                s[l] = madd::<FMA>(x[l], y[l], s[l]);
+            }
+        }
+    }
+    sums[..G].copy_from_slice(&acc);
+    G
+}
+
+#[rustfmt::skip]
+dispatch!(accumulate, accumulate_at, accumulate_generic, (acc: &mut [Lanes], a: &[f32], b: &[f32], dims: (usize, usize, usize)));
+
+/// `dst[k] += Σ acc[k]`, the lanes added in order from +0.0.
+pub(super) fn reduce(acc: &[Lanes], dst: &mut [f32]) {
+    for (d, lanes) in dst.iter_mut().zip(acc) {
+        *d += lanes.iter().fold(0.0, |s, v| s + v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::simd::{Simd, detected};
+
+    /// Values of mixed signs and magnitudes from the index alone.
+    fn values(len: usize, salt: usize) -> Vec<f32> {
+        (0..len)
+            .map(|i| (((i * 7919 + salt * 104_729) % 2003) as f32 / 1001.0 - 1.0) * 1.7)
+            .collect()
+    }
+
+    /// Two calls' accumulated dots, reduced, against f64 dot products, at every level this CPU
+    /// has: block widths of 9, 8, 4, 2 and 1 rows, and rows with and without a partial vector.
+    #[test]
+    fn accumulated_dots_are_the_sums_of_products() {
+        for (m, n, len) in [(3, 9, 49), (2, 27, 16), (4, 15, 33), (1, 1, 5), (5, 7, 160)] {
+            let (a, b) = (values(m * len, 1), values(n * len, 2));
+            let (a2, b2) = (values(m * len, 3), values(n * len, 4));
+            let exact = |i: usize, j: usize| -> f64 {
+                let dot = |a: &[f32], b: &[f32]| -> f64 {
+                    let (a, b) = (&a[i * len..][..len], &b[j * len..][..len]);
+                    a.iter()
+                        .zip(b)
+                        .map(|(x, y)| f64::from(*x) * f64::from(*y))
+                        .sum()
+                };
+                dot(&a, &b) + dot(&a2, &b2)
+            };
+            for level in detected().up_to() {
+                let mut acc = vec![[0.0; LANES]; m * n];
+                accumulate_at(level, &mut acc, &a, &b, (m, n, len));
+                accumulate_at(level, &mut acc, &a2, &b2, (m, n, len));
+                let mut dst = vec![0.5; m * n];
+                reduce(&acc, &mut dst);
+                for (k, got) in dst.iter().enumerate() {
+                    let want = 0.5 + exact(k / n, k % n);
+                    let close = (f64::from(*got) - want).abs() <= 1e-5 * (1.0 + want.abs());
+                    assert!(
+                        close,
+                        "{m}x{n}x{len} at {level}, dot {k}: {got} against {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The vector levels fuse the same multiply-adds in the same order: the same bits.
+    #[test]
+    fn the_vector_levels_give_the_same_bits() {
+        let (m, n, len) = (3, 18, 53);
+        let (a, b) = (values(m * len, 7), values(n * len, 8));
+        let bits = |level| {
+            let mut acc = vec![[0.0; LANES]; m * n];
+            accumulate_at(level, &mut acc, &a, &b, (m, n, len));
+            acc.iter()
+                .flatten()
+                .map(|v| v.to_bits())
+                .collect::<Vec<_>>()
+        };
+        let vector_levels: Vec<_> = detected().up_to().filter(|l| *l > Simd::Portable).collect();
+        for pair in vector_levels.windows(2) {
+            assert_eq!(
+                bits(pair[0]),
+                bits(pair[1]),
+                "{} against {}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+
+    /// The portable level adds the products, unfused, lane by lane in order.
+    #[test]
+    fn the_portable_sums_are_the_plain_lane_sums() {
+        let (m, n, len) = (2, 9, 37);
+        let (a, b) = (values(m * len, 5), values(n * len, 6));
+        let mut acc = vec![[0.0; LANES]; m * n];
+        accumulate_at(Simd::Portable, &mut acc, &a, &b, (m, n, len));
+        for (k, lanes) in acc.iter().enumerate() {
+            let (i, j) = (k / n, k % n);
+            for (l, got) in lanes.iter().enumerate() {
+                let terms = (l..len).step_by(LANES);
+                let want = terms.fold(0.0f32, |s, p| s + a[i * len + p] * b[j * len + p]);
+                assert_eq!(got.to_bits(), want.to_bits(), "dot {k}, lane {l}");
+            }
+        }
+    }
+}
