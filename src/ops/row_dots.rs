@@ -35,6 +35,10 @@ fn accumulate_generic<const FMA: bool>(
         acc.len() >= m * n && a.len() >= m * len && b.len() >= n * len,
         "row dots: an operand is short"
     );
+    if len == 0 {
+        // Empty rows: every dot is zero (and `chunks_exact` takes no size 0).
+        return;
+    }
     for (i, row) in a.chunks_exact(len).take(m).enumerate() {
         let sums = &mut acc[i * n..][..n];
         let mut j = 0;
@@ -124,7 +128,14 @@ mod tests {
     /// has: block widths of 9, 8, 4, 2 and 1 rows, and rows with and without a partial vector.
     #[test]
     fn accumulated_dots_are_the_sums_of_products() {
-        for (m, n, len) in [(3, 9, 49), (2, 27, 16), (4, 15, 33), (1, 1, 5), (5, 7, 160)] {
+        for (m, n, len) in [
+            (3, 9, 49),
+            (2, 27, 16),
+            (4, 15, 33),
+            (1, 1, 5),
+            (5, 7, 160),
+            (2, 3, 0),
+        ] {
             let (a, b) = (values(m * len, 1), values(n * len, 2));
             let (a2, b2) = (values(m * len, 3), values(n * len, 4));
             let exact = |i: usize, j: usize| -> f64 {
