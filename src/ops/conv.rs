@@ -403,7 +403,7 @@ fn weight_grads(
         let images = c * CHUNK_IMAGES..((c + 1) * CHUNK_IMAGES).min(g.n);
         let mut col = vec![0.0f32; patch * pixels];
         // im2col of image i into `col`, and the image's output gradient.
-        let columns = |i: usize, col: &mut Vec<f32>| {
+        let columns = |i: usize, col: &mut [f32]| {
             im2col(&x[i * g.image()..][..g.image()], g, col);
             &grad[i * g.cout * pixels..][..g.cout * pixels]
         };
