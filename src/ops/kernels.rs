@@ -3,6 +3,7 @@
 //! (`device::simd`), so the binary still runs on any x86-64; and the linear layer, on the `gemm` crate Burn's CPU backend
 //! multiplies with.
 
+use super::input_grad;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::DType;
 use rayon::prelude::*;
@@ -305,71 +306,8 @@ pub(super) fn view(t: &FlexTensor) -> (*const f32, isize, isize) {
 /// threshold).
 const PARALLEL_WORK: usize = 192 * 192 * 192;
 
-/// A weight with rows of at least this many columns is transposed into a copy of its own for
-/// the input gradient's product (`ops::transpose`); narrower rows pack without cache misses.
-const TRANSPOSE_COLUMNS: usize = 64;
-
-/// `wᵀ [n, k]` as the rhs of the input gradient's product `dz [m, n] · wᵀ`, for `w [k, n]`
-/// seen through the view `w`: a row-major copy when w's rows are long and the product takes
-/// the gemm crate's blocked kernel, w's own view with its strides swapped otherwise. The copy
-/// is spread over the pool when `split` and w is large.
-///
-/// The copy changes only how the blocked kernel's packing reads w (`ops::transpose` says why).
-/// The crate picks its other kernels by the operands' strides, so a product that takes one of
-/// them with the view keeps the view: one row (`m == 1`: a matrix-vector kernel that is
-/// chosen by which operand runs along the rows) and at most 256 outputs (the lane-wise kernel
-/// for small products, chosen where `w` runs along the sum). Either would sum in another
-/// order with the copy.
-///
-/// # Safety
-/// `w` must address k x n readable elements, for as long as the result lives.
-pub(super) unsafe fn transposed_rhs(
-    w: (*const f32, isize, isize),
-    m: usize,
-    (k, n): (usize, usize),
-    split: bool,
-) -> TransposedRhs {
-    let (wp, w_rs, w_cs) = w;
-    let blocked = m > 1 && k > 1 && m * k > 256;
-    // A column-major w (`w_rs == 1`) is wᵀ row-major already.
-    if n < TRANSPOSE_COLUMNS || !blocked || w_rs == 1 {
-        return TransposedRhs {
-            _copy: None,
-            view: (wp, w_cs, w_rs),
-        };
-    }
-    // SAFETY: forwarded from the caller.
-    let copy = unsafe { super::transpose::transposed(w, k, n, split) };
-    let view = (copy.as_ptr(), k as isize, 1);
-    TransposedRhs {
-        _copy: Some(copy),
-        view,
-    }
-}
-
-/// wᵀ for an input gradient's product ([`transposed_rhs`]): the copy, when there is one, and
-/// the view into it (or into w), which lives as long as this does.
-pub(super) struct TransposedRhs {
-    _copy: Option<Vec<f32>>,
-    view: (*const f32, isize, isize),
-}
-
-// SAFETY: the view is only read, and points into the copy this owns or into w, which the
-// caller of `transposed_rhs` keeps alive and unchanged while this lives.
-unsafe impl Send for TransposedRhs {}
-
-impl TransposedRhs {
-    /// The rhs view: valid while `self` is.
-    pub(super) fn view(&self) -> (*const f32, isize, isize) {
-        self.view
-    }
-
-    /// Whether w was copied out (for the tests).
-    #[cfg(test)]
-    fn copied(&self) -> bool {
-        self._copy.is_some()
-    }
-}
+/// A strided matrix: its first element, row stride and column stride, in elements.
+pub(super) type View = (*const f32, isize, isize);
 
 /// The work above which a product too narrow for column blocks is split by blocks of rows:
 /// tabular-mlp's 2,048-row products (61 x 20 and 20 x 10 weights) and fashion-mlp's output
@@ -711,25 +649,33 @@ pub fn linear_backward(
         let dz_view = (dz_values.as_ptr(), n as isize, 1);
         product((k, n, m), (xp, x_cs, x_rs), dz_view, split)
     };
-    // wᵀ [n, k] for dx, copied over the pool when `split` (see `transposed_rhs`).
-    // SAFETY: w's view covers its k x n elements.
-    let w_t = |split| unsafe { transposed_rhs(view(&w), m, (k, n), split) };
-    // dx [m, k] = dz [m, n] · wᵀ [n, k].
-    let dx_of = |w_t: TransposedRhs, split| {
-        let dz_view = (dz_values.as_ptr(), n as isize, 1);
-        tensor(product((m, k, n), dz_view, w_t.view(), split), m, k)
+    // dx [m, k] = dz [m, n] · wᵀ [n, k], its transposed copy made over the pool when `split`.
+    // SAFETY: the views cover dz's m x n and w's k x n elements, which outlive the plan.
+    let dx_plan = |split| unsafe {
+        input_grad::prepare(
+            (dz_values.as_ptr(), n as isize, 1),
+            view(&w),
+            (m, k, n),
+            split,
+        )
+    };
+    let dx_of = |plan: input_grad::InputGrad, split| {
+        let mut dx = uninit(m * k);
+        // SAFETY: `dx` holds m x k elements, which the plan writes whole.
+        unsafe { plan.write(dx.as_mut_ptr().cast(), k, split) };
+        tensor(unsafe { assume_init(dx) }, m, k)
     };
     // When both are needed, the two products run side by side, each on one thread: two whole
     // products keep the cores busier than each one split in halves with a join in between.
-    // wᵀ's copy comes first, over the pool: inside the join it would leave dw's thread waiting.
+    // dx's copy comes first, over the pool: inside the join it would leave dw's thread waiting.
     let side_by_side = need_dx && m * n * k >= PARALLEL_WORK && rayon::current_num_threads() > 1;
     let products = || {
         if side_by_side {
-            let w_t = w_t(true);
-            let (dw, dx) = rayon::join(|| dw_of(false), || dx_of(w_t, false));
+            let plan = dx_plan(true);
+            let (dw, dx) = rayon::join(|| dw_of(false), || dx_of(plan, false));
             (dw, Some(dx))
         } else {
-            (dw_of(true), need_dx.then(|| dx_of(w_t(true), true)))
+            (dw_of(true), need_dx.then(|| dx_of(dx_plan(true), true)))
         }
     };
     // Large bias sums go to another thread while this one starts on the products, which then
@@ -1053,18 +999,11 @@ fn input_grads(
     let mut dx = uninit(reps * m * k);
     per_replica(&mut dx, m * k, reps * m * n * k, |r, dst, split| {
         let (w, dz) = (views[r].1.0, views[r].2.0);
-        // SAFETY: `dst` holds m * k elements, which the product overwrites whole; the views
-        // address dz_r and w_r.
+        // SAFETY: `dst` holds m * k elements, which the plan writes whole; the views address
+        // dz_r and w_r.
         unsafe {
-            let w_t = transposed_rhs(w, m, (k, n), split);
-            gemm_into(
-                dst.as_mut_ptr().cast(),
-                (m, k, n),
-                false,
-                (dz, w_t.view()),
-                super::Activation::Identity,
-                split,
-            )
+            let plan = input_grad::prepare(dz, w, (m, k, n), split);
+            plan.write(dst.as_mut_ptr().cast(), k, split)
         };
     });
     // SAFETY: every replica's product wrote its whole slice.
@@ -1313,27 +1252,30 @@ mod tests {
     }
 
     #[test]
-    fn input_gradients_through_a_transposed_weight_keep_the_strided_products_bits() {
-        // (batch, inputs, outputs, copied): fashion-mlp's second and output layers, odd sizes,
-        // a layer just at the copy's width, and products that keep the view because the gemm
-        // crate takes another kernel for them (one row; at most 256 outputs).
-        for (m, k, n, copied) in [
-            (64, 512, 512, true),
-            (64, 512, 10, false),
-            (37, 100, 70, true),
-            (2048, 20, 64, true),
-            (1, 300, 64, false),
-            (2, 100, 64, false),
-            (4, 64, 64, false),
-            (5, 64, 64, true),
+    fn every_input_gradient_plan_keeps_the_strided_products_bits() {
+        // (batch, inputs, outputs, plan): fashion-mlp's layers, odd sizes, a layer just at the
+        // copy's width, sums longer than the gemm crate's 512-element chunk (with an output of
+        // at most 64 x 64, whose chunks are set another way), and products that keep the view
+        // because the crate takes another kernel for them (one row; at most 256 outputs).
+        for (m, k, n, plan) in [
+            (64, 512, 512, "turned over"),
+            (64, 784, 512, "turned over"),
+            (64, 512, 10, "strided"),
+            (37, 100, 70, "turned over"),
+            (2048, 20, 64, "copied weight"),
+            (300, 200, 100, "copied weight"),
+            (64, 300, 1100, "turned over"),
+            (40, 60, 1100, "turned over"),
+            (1, 300, 64, "strided"),
+            (2, 100, 64, "strided"),
+            (4, 64, 64, "strided"),
+            (5, 64, 64, "turned over"),
         ] {
             let (dz, w) = (values(m * n, 1), values(k * n, 2));
-            let w_view = (w.as_ptr(), n as isize, 1);
-            assert_eq!(
-                unsafe { transposed_rhs(w_view, m, (k, n), false) }.copied(),
-                copied
-            );
-            // The strided product on one thread, as dx was computed before the copy.
+            let views = ((dz.as_ptr(), n as isize, 1), (w.as_ptr(), n as isize, 1));
+            let prepared = unsafe { input_grad::prepare(views.0, views.1, (m, k, n), false) };
+            assert_eq!(prepared.kind(), plan, "{m}x{k}x{n}");
+            // The strided product on one thread, as dx was computed before any copy.
             let strided = gemm(1, (m, k, n), (false, false, true));
             for threads in [1, 2, 3] {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
@@ -1352,20 +1294,42 @@ mod tests {
     }
 
     #[test]
-    fn a_transposed_weight_split_in_column_blocks_keeps_the_strided_products_bits() {
-        // fashion-mlp's first layer's shape as a dx product, split on the pool (in a step, dx
-        // of so large a product runs whole beside dW, so linear_backward never splits it).
-        let (m, k, n) = (64, 784, 512);
-        let (dz, w) = (values(m * n, 1), values(k * n, 2));
-        let strided = gemm(1, (m, k, n), (false, false, true));
-        for threads in [2, 3, 8] {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
-            let dx = pool.unwrap().install(|| {
-                let w_t = unsafe { transposed_rhs((w.as_ptr(), n as isize, 1), m, (k, n), true) };
-                assert!(w_t.copied());
-                product((m, k, n), (dz.as_ptr(), n as isize, 1), w_t.view(), true)
-            });
-            assert!(same_bits(&dx, &strided), "{threads} threads");
+    fn input_gradients_split_over_the_pool_keep_the_strided_products_bits() {
+        // Each plan's copy and product spread over the pool (in a step, dx of so large a
+        // product runs whole beside dW, so linear_backward does not split these), and written
+        // into rows wider than dx's, as the replicas' side-by-side layout has them.
+        for (m, k, n, plan) in [
+            (64, 784, 512, "turned over"),
+            (600, 200, 128, "copied weight"),
+        ] {
+            let (dz, w) = (values(m * n, 1), values(k * n, 2));
+            let views = ((dz.as_ptr(), n as isize, 1), (w.as_ptr(), n as isize, 1));
+            let strided = gemm(1, (m, k, n), (false, false, true));
+            for threads in [2, 3, 8] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+                let (dz_view, w_view) = (SendView(views.0), SendView(views.1));
+                let dx = pool.unwrap().install(|| unsafe {
+                    let (dz_view, w_view) = (dz_view.get(), w_view.get());
+                    let prepared = input_grad::prepare(dz_view, w_view, (m, k, n), true);
+                    assert_eq!(prepared.kind(), plan);
+                    let mut dx = vec![0f32; m * k];
+                    prepared.write(dx.as_mut_ptr(), k, true);
+                    dx
+                });
+                assert!(same_bits(&dx, &strided), "{m}x{k}x{n} on {threads} threads");
+            }
+            let wide = unsafe {
+                let prepared = input_grad::prepare(views.0, views.1, (m, k, n), false);
+                let mut wide = vec![f32::NAN; m * (k + 3)];
+                prepared.write(wide.as_mut_ptr(), k + 3, false);
+                wide
+            };
+            let rows: Vec<f32> = wide.chunks(k + 3).flat_map(|r| r[..k].to_vec()).collect();
+            assert!(same_bits(&rows, &strided), "{m}x{k}x{n} into wider rows");
+            assert!(
+                wide.chunks(k + 3)
+                    .all(|r| r[k..].iter().all(|v| v.is_nan()))
+            );
         }
     }
 

@@ -19,6 +19,7 @@ mod bce;
 mod channel_sums;
 mod conv;
 pub mod dropout;
+mod input_grad;
 pub mod kernels;
 mod max_pool;
 mod row_dots;

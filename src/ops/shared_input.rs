@@ -11,7 +11,7 @@
 
 use super::kernels::{
     SendPtr, SendView, assume_init, column_sums_strided, contiguous, derivative, fill_rows,
-    gemm_block, gemm_into, owned_contiguous, product, transposed_rhs, uninit, view,
+    gemm_into, owned_contiguous, product, uninit, view,
 };
 use super::{Activation, LinearGrads};
 use burn::backend::Flex;
@@ -165,12 +165,8 @@ pub fn input_grads(
         // SAFETY: replica r writes columns r·k..(r+1)·k of every row of `dx` (m rows of
         // reps·k), which no other replica writes; the views address dz_r and w_r.
         unsafe {
-            let dst = base.get().add(r * k);
-            let identity = Activation::Identity;
-            let serial = gemm::Parallelism::None;
-            let w_t = transposed_rhs(w, m, (k, n), false);
-            let operands = (dz, w_t.view());
-            gemm_block(dst, reps * k, (m, k, n), false, operands, identity, serial);
+            let plan = super::input_grad::prepare(dz, w, (m, k, n), false);
+            plan.write(base.get().add(r * k), reps * k, false);
         }
     };
     (0..reps).into_par_iter().for_each(each);

@@ -32,26 +32,43 @@ pub(super) unsafe fn transposed(
     split: bool,
 ) -> Vec<f32> {
     let mut out: Vec<f32> = Vec::with_capacity(rows * cols);
+    // SAFETY: `out` has room for the [cols, rows] copy; `src` is forwarded from the caller.
+    unsafe { transpose_to(src, rows, cols, (out.as_mut_ptr(), rows), split) };
+    // SAFETY: the tiles cover every element of the [cols, rows] output once.
+    unsafe { out.set_len(rows * cols) };
+    out
+}
+
+/// `src [rows, cols]`, read through its strides, into the `[cols, rows]` matrix at `dst` whose
+/// rows are `ds` elements apart; spread over the pool by blocks of the copy's rows when `split`
+/// and the matrix is large.
+///
+/// # Safety
+/// As for [`transposed`]; `dst` is writable at `c * ds + r` for every `c < cols`, `r < rows`.
+pub(super) unsafe fn transpose_to(
+    src: (*const f32, isize, isize),
+    rows: usize,
+    cols: usize,
+    (dst, ds): (*mut f32, usize),
+    split: bool,
+) {
     let blocks = match split && rows * cols >= SPLIT_ELEMENTS {
         true => rayon::current_num_threads().min(cols / TILE),
         false => 1,
     };
-    let (src_view, dst) = (SendView(src), SendPtr(out.as_mut_ptr()));
+    let (src_view, dst) = (SendView(src), SendPtr(dst));
     // Block b copies source columns from edge(b), a whole number of tiles, to the next edge.
     let edge = |b: usize| (b * cols / blocks.max(1)) / TILE * TILE;
     let end = |b: usize| if b + 1 >= blocks { cols } else { edge(b + 1) };
     // SAFETY (both arms): the blocks' columns cover 0..cols once, and each writes only the
-    // copy's rows of its own columns; `src` is forwarded from the caller.
+    // copy's rows of its own columns; `src` and `dst` are forwarded from the caller.
     if blocks < 2 {
-        unsafe { copy_columns(src, rows, 0..cols, dst.get()) };
+        unsafe { copy_columns(src, rows, 0..cols, (dst.get(), ds)) };
     } else {
         (0..blocks).into_par_iter().for_each(|b| unsafe {
-            copy_columns(src_view.get(), rows, edge(b)..end(b), dst.get())
+            copy_columns(src_view.get(), rows, edge(b)..end(b), (dst.get(), ds))
         });
     }
-    // SAFETY: the tiles cover every element of the [cols, rows] output once.
-    unsafe { out.set_len(rows * cols) };
-    out
 }
 
 /// `src [rows, cols]`, read through its strides, into `dst` as a row-major `[cols, rows]`
@@ -67,31 +84,39 @@ pub(super) unsafe fn transpose_into(
 ) {
     assert_eq!(dst.len(), rows * cols, "the transposed copy's size");
     // SAFETY: forwarded from the caller; dst holds the whole copy.
-    unsafe { copy_columns(src, rows, 0..cols, dst.as_mut_ptr()) };
+    unsafe { copy_columns(src, rows, 0..cols, (dst.as_mut_ptr(), rows)) };
 }
 
-/// Source columns `columns` of `src [rows, _]` into the same rows of the row-major
-/// `[_, rows]` copy at `dst`, tile by tile.
+/// Source rows copied a band at a time: two tiles' worth, so that the copy's rows are written
+/// a whole 64-byte line at a time while the line is in L1. A band of one tile wrote each
+/// half-line on its own pass along the source rows, by which time a 512-row copy had pushed
+/// the line out of L1.
+const BAND: usize = 2 * TILE;
+
+/// Source columns `columns` of `src [rows, _]` into the same rows of the `[_, rows]` copy at
+/// `dst` (rows `ds` apart), tile by tile.
 ///
 /// # Safety
-/// As for [`transposed`], for those columns; `dst` has room for the copy's rows.
+/// As for [`transpose_to`], for those columns.
 unsafe fn copy_columns(
     (src, rs, cs): (*const f32, isize, isize),
     rows: usize,
     columns: std::ops::Range<usize>,
-    dst: *mut f32,
+    (dst, ds): (*mut f32, usize),
 ) {
     let whole_tile = whole_tile_copier(cs);
-    for r0 in (0..rows).step_by(TILE) {
+    for band in (0..rows).step_by(BAND) {
         for c0 in columns.clone().step_by(TILE) {
-            let (src_tile, dst_tile) = (r0 as isize * rs + c0 as isize * cs, c0 * rows + r0);
-            let size = ((rows - r0).min(TILE), (columns.end - c0).min(TILE));
-            // SAFETY: the tile's elements lie inside src's rows x cols and out's cols x rows.
-            unsafe {
-                let (from, to) = (src.offset(src_tile), dst.add(dst_tile));
-                match whole_tile {
-                    Some(copy) if size == (TILE, TILE) => copy(from, rs, to, rows),
-                    _ => tile_portable((from, rs, cs), size, (to, rows)),
+            for r0 in (band..rows.min(band + BAND)).step_by(TILE) {
+                let (src_tile, dst_tile) = (r0 as isize * rs + c0 as isize * cs, c0 * ds + r0);
+                let size = ((rows - r0).min(TILE), (columns.end - c0).min(TILE));
+                // SAFETY: the tile's elements lie inside src's rows x cols and dst's cols x rows.
+                unsafe {
+                    let (from, to) = (src.offset(src_tile), dst.add(dst_tile));
+                    match whole_tile {
+                        Some(copy) if size == (TILE, TILE) => copy(from, rs, to, ds),
+                        _ => tile_portable((from, rs, cs), size, (to, ds)),
+                    }
                 }
             }
         }
@@ -239,6 +264,34 @@ mod tests {
                 (row_major, column_major),
                 "{rows}x{cols} over the pool"
             );
+        }
+    }
+
+    /// Into rows wider than the copy's (the replicas' side-by-side layout): each element at
+    /// its place, the gap between rows untouched, serial and over the pool.
+    #[test]
+    fn a_copy_into_wider_rows_leaves_the_gap_alone() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        for (rows, cols, gap) in [(64, 512, 5), (19, 300, 1), (8, 8, 8)] {
+            let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+            let ds = rows + gap;
+            for split in [false, true] {
+                let mut dst = vec![-1f32; cols * ds];
+                let (view, out) = ((src.as_ptr(), cols as isize, 1), dst.as_mut_ptr());
+                let (view, out) = (SendView(view), SendPtr(out));
+                pool.install(|| unsafe {
+                    transpose_to(view.get(), rows, cols, (out.get(), ds), split)
+                });
+                for (c, row) in dst.chunks(ds).enumerate() {
+                    for r in 0..rows {
+                        assert_eq!(row[r], src[r * cols + c], "{rows}x{cols}, split {split}");
+                    }
+                    assert!(row[rows..].iter().all(|&v| v == -1.0), "{rows}x{cols} gap");
+                }
+            }
         }
     }
 }
