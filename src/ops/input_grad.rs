@@ -73,10 +73,6 @@ pub(super) unsafe fn prepare(
     InputGrad { plan, dz, w, dims }
 }
 
-// SAFETY: the views are only read, and point into the copy this owns or into dz and w, which
-// the caller of `prepare` keeps alive and unchanged while this lives.
-unsafe impl Send for InputGrad {}
-
 impl InputGrad {
     /// Writes dx `[m, k]` at `dst`, whose rows are `dst_rs` elements apart; spread over the
     /// pool when `split` (which needs dx's rows contiguous, `dst_rs == k`).

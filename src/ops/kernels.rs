@@ -603,7 +603,7 @@ pub fn linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: super::Activatio
     let (b, b_range) = contiguous(b, n);
     let bias = &b.storage::<f32>()[b_range];
     let operands = (view(&x), view(&w));
-    if turns_over(operands.1, (m, k, n)) {
+    if turns_over(operands, (m, k, n)) {
         // SAFETY: the views address x's m x k and w's k x n elements.
         return tensor(
             unsafe { linear_turned_over(operands, bias, (m, k, n), act) },
@@ -635,11 +635,17 @@ pub fn linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: super::Activatio
 /// the turn takes (x packed, yᵀ copied back) are smaller than w, which the product as written
 /// packs whole. On two threads the turned product, cut into blocks of w's columns, each
 /// packing x, ran slower than the product as written in column blocks (fashion-mlp, Emerald
-/// Rapids, 6 rounds side by side: 0.93x; on one thread 1.07x).
-fn turns_over((_, _, w_cs): View, (m, k, n): (usize, usize, usize)) -> bool {
+/// Rapids, 6 rounds side by side: 0.93x; on one thread 1.07x). Not for a view that runs
+/// backwards along the sum (a flipped input or weight): the crate sums a left operand with a
+/// negative column stride from its far end, and the turn swaps which operand is on the left.
+fn turns_over(
+    ((_, _, x_cs), (_, w_rs, w_cs)): (View, View),
+    (m, k, n): (usize, usize, usize),
+) -> bool {
     let blocked = m > 1 && k > 2 && m * n > 256;
     let one_thread = rayon::current_num_threads() < 2;
-    one_thread && blocked && w_cs == 1 && n >= 64 && m * (n + k) <= k * n
+    let forwards = x_cs > 0 && w_rs > 0;
+    one_thread && blocked && forwards && w_cs == 1 && n >= 64 && m * (n + k) <= k * n
 }
 
 /// `act(x · w + b)` as `yᵀ [n, m] = act(b + wᵀ · xᵀ)`, then copied back into y's rows: for a
@@ -727,7 +733,8 @@ pub fn linear_backward(
     };
     // When both are needed, the two products run side by side, each on one thread: two whole
     // products keep the cores busier than each one split in halves with a join in between.
-    // dx's copy comes first, over the pool: inside the join it would leave dw's thread waiting.
+    // dx's first copy (dzᵀ or wᵀ) comes first, over the pool: inside the join it would leave
+    // dw's thread waiting. A turned plan's copy back runs on dx's thread, inside the join.
     let side_by_side = need_dx && m * n * k >= PARALLEL_WORK && rayon::current_num_threads() > 1;
     let products = || {
         if side_by_side {
@@ -1373,8 +1380,13 @@ mod tests {
                 let run = |threads| {
                     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
                     pool.unwrap().install(|| {
+                        let x_view = match x_t {
+                            false => (std::ptr::null(), k as isize, 1),
+                            true => (std::ptr::null(), 1, m as isize),
+                        };
                         let w_view = (std::ptr::null(), n as isize, 1);
-                        assert_eq!(turns_over(w_view, (m, k, n)), threads == 1);
+                        let turns = turns_over((x_view, w_view), (m, k, n));
+                        assert_eq!(turns, threads == 1);
                         let x = match x_t {
                             false => tensor(values(m * k, 1), m, k),
                             true => burn::backend::Flex::float_swap_dims(
@@ -1392,6 +1404,19 @@ mod tests {
                 assert!(same_bits(&turned, &as_written), "{m}x{k}x{n} {act:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_view_running_backwards_along_the_sum_is_not_turned_over() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build();
+        pool.unwrap().install(|| {
+            let (m, k, n, null) = (64, 784, 512, std::ptr::null());
+            let (x, w) = ((null, k as isize, 1), (null, n as isize, 1));
+            assert!(turns_over((x, w), (m, k, n)));
+            // An input flipped along its features, and a weight flipped along its rows.
+            assert!(!turns_over(((null, k as isize, -1), w), (m, k, n)));
+            assert!(!turns_over((x, (null, -(n as isize), 1)), (m, k, n)));
+        });
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //! pack was a sixth of a fashion-mlp step on Zen 4. A transposed copy in 8 x 8 tiles touches
 //! 8 lines of each side at a time, and the product then reads it by whole vectors (packed or
 //! in place). On the crate's blocked kernel the bits are the same either way: packing moves
-//! values, it does not reorder the sums. Its other kernels are chosen by the operands'
-//! strides, so `kernels::transposed_rhs` copies only for products that take the blocked one.
+//! values, it does not reorder the sums. `ops::input_grad` chooses what to copy, and copies
+//! only for products that take the blocked kernel.
 
 use super::kernels::{SendPtr, SendView};
 use rayon::prelude::*;
@@ -87,10 +87,10 @@ pub(super) unsafe fn transpose_into(
     unsafe { copy_columns(src, rows, 0..cols, (dst.as_mut_ptr(), rows)) };
 }
 
-/// Source rows copied a band at a time: two tiles' worth, so that the copy's rows are written
-/// a whole 64-byte line at a time while the line is in L1. A band of one tile wrote each
-/// half-line on its own pass along the source rows, by which time a 512-row copy had pushed
-/// the line out of L1.
+/// Source rows copied a band at a time: two tiles' worth, 64 bytes of each of the copy's rows,
+/// so that a line of the copy is written whole (where the rows start on a line) or in two
+/// parts of one band, while it is in L1. A band of one tile wrote each half-line on its own
+/// pass along the source rows, by which time a 512-row copy had pushed the line out of L1.
 const BAND: usize = 2 * TILE;
 
 /// Source columns `columns` of `src [rows, _]` into the same rows of the `[_, rows]` copy at
