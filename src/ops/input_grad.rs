@@ -27,6 +27,20 @@ use super::transpose::{transpose_to, transposed};
 /// rows pack without cache misses.
 const COPY_COLUMNS: usize = 64;
 
+/// Whether a product with an output of `rows x cols`, summed over `sum`, takes the gemm
+/// crate's blocked kernel, and takes it turned over too: not its matrix-vector kernels (an
+/// output side of 1), its kernel for sums of at most 2, or its lane-wise kernel for outputs of
+/// at most 256 elements.
+pub(super) fn blocked(rows: usize, cols: usize, sum: usize) -> bool {
+    rows > 1 && cols > 1 && sum > 2 && rows * cols > 256
+}
+
+/// Whether turning over a product of a batch of `m` rows with a weight `[k, n]` copies fewer
+/// elements (the batch-sized `m·n` and `m·k`) than copying or packing the weight (`k·n`).
+pub(super) fn turning_copies_less(m: usize, k: usize, n: usize) -> bool {
+    m * (n + k) <= k * n
+}
+
 /// How dx is computed.
 enum Plan {
     /// `dz · wᵀ` through w's own view with its strides swapped.
@@ -58,11 +72,10 @@ pub(super) unsafe fn prepare(
     (m, k, n): (usize, usize, usize),
     split: bool,
 ) -> InputGrad {
-    let blocked = m > 1 && k > 1 && m * k > 256;
     // A column-major w (row stride 1) is wᵀ row-major already.
-    let plan = if n < COPY_COLUMNS || !blocked || w.1 == 1 {
+    let plan = if n < COPY_COLUMNS || !blocked(m, k, n) || w.1 == 1 {
         Plan::Strided
-    } else if m * (n + k) <= k * n {
+    } else if turning_copies_less(m, k, n) {
         // SAFETY: forwarded from the caller.
         Plan::TurnedOver(unsafe { transposed(dz, m, n, split) })
     } else {

@@ -613,8 +613,22 @@ pub fn linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: super::Activatio
     }
     let mut out = uninit(m * n);
     fill_rows_over_pool(&mut out, bias);
-    // SAFETY: `out` holds m * n elements, initialised just above; x and w are viewed through
-    // their layouts.
+    // SAFETY: `out` was filled just above; x and w are viewed through their layouts.
+    tensor(unsafe { onto_biases(out, (m, n, k), operands, act) }, m, n)
+}
+
+/// `act(out + lhs [m, k] · rhs [k, n])` for `out [m, n]` filled with biases: the product
+/// accumulated onto it, spread over the pool, then the activation; the values.
+///
+/// # Safety
+/// Every element of `out` is initialised; the views address `m x k` and `k x n` elements.
+unsafe fn onto_biases(
+    mut out: Vec<MaybeUninit<f32>>,
+    (m, n, k): (usize, usize, usize),
+    operands: (View, View),
+    act: super::Activation,
+) -> Vec<f32> {
+    // SAFETY: forwarded from the caller; `out` holds m * n elements.
     unsafe {
         gemm_into(
             out.as_mut_ptr().cast(),
@@ -625,13 +639,13 @@ pub fn linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: super::Activatio
             true,
         )
     };
-    // SAFETY: filled with the biases, then accumulated onto by the product.
-    tensor(unsafe { assume_init(out) }, m, n)
+    // SAFETY: initialised by the caller, then accumulated onto by the product.
+    unsafe { assume_init(out) }
 }
 
 /// Whether [`linear`] computes `x [m, k] · w [k, n]` turned over ([`linear_turned_over`]):
-/// on one thread, where the product takes the gemm crate's blocked kernel either way (the
-/// conditions of `input_grad`), w's rows are long and run along its columns, and the copies
+/// on one thread, where the product takes the gemm crate's blocked kernel either way
+/// (`input_grad::blocked`), w's rows are long and run along its columns, and the copies
 /// the turn takes (x packed, yᵀ copied back) are smaller than w, which the product as written
 /// packs whole. On two threads the turned product, cut into blocks of w's columns, each
 /// packing x, ran slower than the product as written in column blocks (fashion-mlp, Emerald
@@ -642,10 +656,10 @@ fn turns_over(
     ((_, _, x_cs), (_, w_rs, w_cs)): (View, View),
     (m, k, n): (usize, usize, usize),
 ) -> bool {
-    let blocked = m > 1 && k > 2 && m * n > 256;
     let one_thread = rayon::current_num_threads() < 2;
     let forwards = x_cs > 0 && w_rs > 0;
-    one_thread && blocked && forwards && w_cs == 1 && n >= 64 && m * (n + k) <= k * n
+    let cheaper = n >= 64 && input_grad::turning_copies_less(m, k, n);
+    one_thread && input_grad::blocked(m, n, k) && forwards && w_cs == 1 && cheaper
 }
 
 /// `act(x · w + b)` as `yᵀ [n, m] = act(b + wᵀ · xᵀ)`, then copied back into y's rows: for a
@@ -669,20 +683,9 @@ unsafe fn linear_turned_over(
         row.fill(MaybeUninit::new(b));
     }
     let operands = ((wp, w_cs, w_rs), (xp, x_cs, x_rs));
-    // SAFETY: `y_t` holds n * m elements, initialised just above; the views are forwarded
-    // from the caller with their strides swapped.
-    unsafe {
-        gemm_into(
-            y_t.as_mut_ptr().cast(),
-            (n, m, k),
-            true,
-            operands,
-            act,
-            true,
-        )
-    };
-    // SAFETY: filled with the biases, then accumulated onto by the product.
-    let y_t = unsafe { assume_init(y_t) };
+    // SAFETY: `y_t` was filled just above; the views are forwarded from the caller with their
+    // strides swapped.
+    let y_t = unsafe { onto_biases(y_t, (n, m, k), operands, act) };
     // SAFETY: y_t is a row-major [n, m] matrix.
     unsafe { super::transpose::transposed((y_t.as_ptr(), m as isize, 1), n, m, true) }
 }

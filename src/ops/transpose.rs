@@ -84,7 +84,7 @@ pub(super) unsafe fn transpose_into(
 ) {
     assert_eq!(dst.len(), rows * cols, "the transposed copy's size");
     // SAFETY: forwarded from the caller; dst holds the whole copy.
-    unsafe { copy_columns(src, rows, 0..cols, (dst.as_mut_ptr(), rows)) };
+    unsafe { transpose_to(src, rows, cols, (dst.as_mut_ptr(), rows), false) };
 }
 
 /// Source rows copied a band at a time: two tiles' worth, 64 bytes of each of the copy's rows,
