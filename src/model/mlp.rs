@@ -230,9 +230,9 @@ fn hidden_layer<B: EmberBackend>(
     act: Activation,
 ) -> Tensor<B, 2> {
     match act {
-        Activation::Relu => linear(x, layer, ops::Activation::Relu),
-        Activation::Tanh => linear(x, layer, ops::Activation::Tanh),
-        Activation::Identity => linear(x, layer, ops::Activation::Identity),
+        Activation::Relu => ops::hidden_linear(x, layer, ops::Activation::Relu),
+        Activation::Tanh => ops::hidden_linear(x, layer, ops::Activation::Tanh),
+        Activation::Identity => ops::hidden_linear(x, layer, ops::Activation::Identity),
         Activation::Gelu => gelu(linear(x, layer, ops::Activation::Identity)),
         Activation::Sigmoid => sigmoid(linear(x, layer, ops::Activation::Identity)),
     }

@@ -16,55 +16,16 @@ impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
         b: FloatTensor<Self>,
         act: Activation,
     ) -> FloatTensor<Self> {
-        /// Keeps the input, the weight and the output; the backward computes all three
-        /// gradients in one call of the inner backend.
-        #[derive(Debug)]
-        struct LinearBackward;
+        recorded_linear::<B, C>(B::fused_linear, x, w, b, act)
+    }
 
-        impl<B: EmberBackend> Backward<B, 3> for LinearBackward {
-            #[allow(clippy::type_complexity)]
-            type State = (
-                B::FloatTensorPrimitive,
-                B::FloatTensorPrimitive,
-                B::FloatTensorPrimitive,
-                Activation,
-            );
-
-            fn backward(
-                self,
-                ops: Ops<Self::State, 3>,
-                grads: &mut Gradients,
-                _: &mut Checkpointer,
-            ) {
-                let [node_x, node_w, node_b] = ops.parents;
-                let grad = grads.consume::<B>(&ops.node);
-                let (x, w, y, act) = ops.state;
-                let g = B::fused_linear_backward(x, w, y, grad, act, node_x.is_some());
-                if let (Some(node), Some(dx)) = (node_x, g.dx) {
-                    grads.register::<B>(node.id, dx);
-                }
-                if let Some(node) = node_w {
-                    grads.register::<B>(node.id, g.dw);
-                }
-                if let Some(node) = node_b {
-                    grads.register::<B>(node.id, g.db);
-                }
-            }
-        }
-
-        match LinearBackward
-            .prepare::<C>([x.node.clone(), w.node.clone(), b.node.clone()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let y = B::fused_linear(x.primitive.clone(), w.primitive.clone(), b.primitive, act);
-                prep.finish((x.primitive, w.primitive, y.clone(), act), y)
-            }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(B::fused_linear(x.primitive, w.primitive, b.primitive, act))
-            }
-        }
+    fn fused_linear_hidden(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        act: Activation,
+    ) -> FloatTensor<Self> {
+        recorded_linear::<B, C>(B::fused_linear_hidden, x, w, b, act)
     }
 
     fn scalar_mse_replicas(
@@ -386,6 +347,61 @@ impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
         {
             OpsKind::Tracked(prep) => prep.finish((p, seed), B::dropout(x.primitive, p, seed)),
             OpsKind::UnTracked(prep) => prep.finish(B::dropout(x.primitive, p, seed)),
+        }
+    }
+}
+
+/// `forward` (a fused linear operation of the inner backend) on Burn's autodiff backend,
+/// recording its backward when a parent is tracked.
+fn recorded_linear<B: EmberBackend, C: CheckpointStrategy>(
+    forward: super::LinearOp<B>,
+    x: FloatTensor<Autodiff<B, C>>,
+    w: FloatTensor<Autodiff<B, C>>,
+    b: FloatTensor<Autodiff<B, C>>,
+    act: Activation,
+) -> FloatTensor<Autodiff<B, C>> {
+    /// Keeps the input, the weight and the output; the backward computes all three gradients
+    /// in one call of the inner backend.
+    #[derive(Debug)]
+    struct LinearBackward;
+
+    impl<B: EmberBackend> Backward<B, 3> for LinearBackward {
+        #[allow(clippy::type_complexity)]
+        type State = (
+            B::FloatTensorPrimitive,
+            B::FloatTensorPrimitive,
+            B::FloatTensorPrimitive,
+            Activation,
+        );
+
+        fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let [node_x, node_w, node_b] = ops.parents;
+            let grad = grads.consume::<B>(&ops.node);
+            let (x, w, y, act) = ops.state;
+            let g = B::fused_linear_backward(x, w, y, grad, act, node_x.is_some());
+            if let (Some(node), Some(dx)) = (node_x, g.dx) {
+                grads.register::<B>(node.id, dx);
+            }
+            if let Some(node) = node_w {
+                grads.register::<B>(node.id, g.dw);
+            }
+            if let Some(node) = node_b {
+                grads.register::<B>(node.id, g.db);
+            }
+        }
+    }
+
+    match LinearBackward
+        .prepare::<C>([x.node.clone(), w.node.clone(), b.node.clone()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let y = forward(x.primitive.clone(), w.primitive.clone(), b.primitive, act);
+            prep.finish((x.primitive, w.primitive, y.clone(), act), y)
+        }
+        OpsKind::UnTracked(prep) => {
+            prep.finish(forward(x.primitive, w.primitive, b.primitive, act))
         }
     }
 }

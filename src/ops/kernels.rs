@@ -14,19 +14,24 @@ use std::mem::MaybeUninit;
 /// is copied by `transpose`'s tiles, where Burn's copy took 2.7 times as long (fashion-mlp,
 /// Emerald Rapids).
 fn to_contiguous(t: &FlexTensor) -> FlexTensor {
-    let l = t.layout();
-    let transposed = l.num_dims() == 2
-        && t.dtype() == DType::F32
-        && l.shape()[0] > 1
-        && l.strides() == [1, l.shape()[0] as isize];
-    if !transposed {
+    if !is_transposed_view(t) {
         return t.to_contiguous();
     }
+    let l = t.layout();
     let (rows, cols) = (l.shape()[0], l.shape()[1]);
     let (p, _, _) = view(t);
     // SAFETY: t's elements (i, j) lie at p + i + j * rows: a row-major [cols, rows] matrix.
     let values = unsafe { super::transpose::transposed((p, rows as isize, 1), cols, rows, true) };
     tensor(values, rows, cols)
+}
+
+/// Whether `t` is a 2-d f32 matrix whose elements (i, j) lie at i + j * rows from its first.
+fn is_transposed_view(t: &FlexTensor) -> bool {
+    let l = t.layout();
+    l.num_dims() == 2
+        && t.dtype() == DType::F32
+        && l.shape()[0] > 1
+        && l.strides() == [1, l.shape()[0] as isize]
 }
 
 /// A contiguous, uniquely owned copy (or the tensor itself, when it already is one).
@@ -619,7 +624,16 @@ fn tensor(values: Vec<f32>, rows: usize, cols: usize) -> FlexTensor {
 
 /// `act(x · w + b)`: the bias is written into the output first and the product accumulated onto
 /// it, then the activation is applied in place.
-pub fn linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: super::Activation) -> FlexTensor {
+///
+/// With `hand_on_view` (a hidden layer's output, which only ember's operations read), a layer
+/// turned over hands its output on as the view of yᵀ ([`linear_turned_over`]); else in rows.
+pub fn linear(
+    x: FlexTensor,
+    w: FlexTensor,
+    b: FlexTensor,
+    act: super::Activation,
+    hand_on_view: bool,
+) -> FlexTensor {
     for t in [&x, &w, &b] {
         assert_eq!(
             t.dtype(),
@@ -630,13 +644,19 @@ pub fn linear(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: super::Activatio
     let (m, k) = dims(&x);
     let (k2, n) = dims(&w);
     assert_eq!(k, k2, "linear: x has {k} columns but w has {k2} rows");
+    let x = rows_unless(x, input_grad::blocked(m, n, k));
     let (b, b_range) = contiguous(b, n);
     let bias = &b.storage::<f32>()[b_range];
     let operands = (view(&x), view(&w));
     if turns_over(operands, (m, k, n)) {
         // SAFETY: the views address x's m x k and w's k x n elements.
         let y_t = unsafe { linear_turned_over(operands, bias, (m, k, n), act) };
-        return transposed_view(tensor(y_t, n, m));
+        if hand_on_view {
+            return transposed_view(tensor(y_t, n, m));
+        }
+        // SAFETY: y_t is a row-major [n, m] matrix.
+        let y = unsafe { super::transpose::transposed((y_t.as_ptr(), m as isize, 1), n, m, true) };
+        return tensor(y, m, n);
     }
     let mut out = uninit(m * n);
     fill_rows_over_pool(&mut out, bias);
@@ -697,11 +717,14 @@ fn turns_over(
 /// turning a product over keeps them), and the activation does not care where an element
 /// sits.
 ///
-/// [`linear`] hands yᵀ on as y's transposed view, not copied back into y's rows: the next
-/// layer's products then read it along the batch, as the crate wants its operand, where they
-/// packed y's rows column by column (fashion-mlp's second layer: its forward product 10 %
-/// faster, its weight gradient's 5 %). A consumer that needs y's rows copies them
-/// ([`to_contiguous`]); the layer's own backward does, for the activation's derivative.
+/// For a hidden layer, [`linear`] hands yᵀ on as y's transposed view, not copied back into
+/// y's rows: the next layer's products then read it along the batch, as the crate wants its
+/// operand, where they packed y's rows column by column (fashion-mlp's second layer: its
+/// forward product 10 % faster, its weight gradient's 5 %). A consumer that needs y's rows
+/// copies them ([`to_contiguous`]): the layer's own backward, for the activation's
+/// derivative, dropout, and a next layer whose product would take another kernel than the
+/// blocked one ([`rows_unless`]). An output layer copies yᵀ back into rows: Burn's losses would
+/// sum a view in another order than rows.
 ///
 /// # Safety
 /// The views address x's m x k and w's k x n elements.
@@ -727,6 +750,17 @@ fn transposed_view(t: FlexTensor) -> FlexTensor {
     t.with_layout(layout)
 }
 
+/// `x` as it is where its product takes the gemm crate's blocked kernel (`blocked`), else in
+/// rows: the crate picks its other kernels (a matrix-vector product for a one-output layer,
+/// the lane-wise one for a tiny output) by the operands' strides, and they sum in other
+/// orders, so a turned layer's view would change the next layer's bits against rows.
+fn rows_unless(x: FlexTensor, blocked: bool) -> FlexTensor {
+    match !blocked && is_transposed_view(&x) {
+        true => to_contiguous(&x),
+        false => x,
+    }
+}
+
 /// The gradients of [`linear`] from its inputs, its output `y` and the output's gradient.
 pub fn linear_backward(
     x: FlexTensor,
@@ -738,6 +772,7 @@ pub fn linear_backward(
 ) -> super::LinearGrads<burn::backend::Flex> {
     let (m, n) = dims(&grad);
     let (_, k) = dims(&x);
+    let x = rows_unless(x, input_grad::blocked(k, n, m));
     // The gradient before the activation, in the incoming gradient's buffer when possible.
     let dz = match derivative(act) {
         None => owned_contiguous(grad),
@@ -1437,7 +1472,7 @@ mod tests {
                         };
                         let (w, b) = (tensor(values(k * n, 2), k, n), values(n, 3));
                         let b = FlexTensor::from_data(burn::tensor::TensorData::new(b, [n]));
-                        tensor_values(linear(x, w, b, act), m * n)
+                        tensor_values(linear(x, w, b, act, true), m * n)
                     })
                 };
                 let (turned, as_written) = (run(1), run(2));
@@ -1471,23 +1506,30 @@ mod tests {
                 (w, FlexTensor::from_data(b))
             };
             let (l1, l2, l3) = (layer(784, 512, 2), layer(512, 512, 4), layer(512, 10, 6));
+            // A one-output head: the gemm crate's matrix-vector kernels, which go by strides.
+            let l4 = layer(512, 1, 10);
             let x = tensor(values(m * 784, 1), m, 784);
-            let h1 = linear(x, l1.0, l1.1, relu);
+            let h1 = linear(x, l1.0, l1.1, relu, true);
             assert_eq!(h1.layout().strides(), [1, m as isize], "a view of yᵀ");
             let h1_rows = tensor(tensor_values(h1.clone(), m * 512), m, 512);
             // The second layer (turned over) and the third (not) from the view and from rows.
             let through = |h: FlexTensor| {
-                let h2 = linear(h.clone(), l2.0.clone(), l2.1.clone(), relu);
-                let out = linear(h2.clone(), l3.0.clone(), l3.1.clone(), relu);
+                let h2 = linear(h.clone(), l2.0.clone(), l2.1.clone(), relu, true);
+                let out = linear(h2.clone(), l3.0.clone(), l3.1.clone(), relu, false);
+                let one = linear(h.clone(), l4.0.clone(), l4.1.clone(), relu, false);
                 let grad = tensor(values(m * 512, 8), m, 512);
-                let g = linear_backward(h, l2.0.clone(), h2.clone(), grad, relu, true);
+                let g = linear_backward(h.clone(), l2.0.clone(), h2.clone(), grad, relu, true);
                 let dx = g.dx.expect("dx was asked for");
+                let one_grad = tensor(values(m, 12), m, 1);
+                let g1 = linear_backward(h, l4.0.clone(), one.clone(), one_grad, relu, true);
                 [
                     tensor_values(h2, m * 512),
                     tensor_values(out, m * 10),
+                    tensor_values(one, m),
                     tensor_values(g.dw, 512 * 512),
                     tensor_values(g.db, 512),
                     tensor_values(dx, m * 512),
+                    tensor_values(g1.dw, 512),
                 ]
             };
             for (i, (a, b)) in through(h1).iter().zip(through(h1_rows)).enumerate() {

@@ -150,6 +150,18 @@ pub trait EmberBackend: Backend {
 
     /// The gradients of [`EmberBackend::fused_linear`] with respect to `x` (when `need_dx`), `w` and
     /// `b`, given its inputs, its output `y` and the gradient of the output.
+    /// [`fused_linear`](Self::fused_linear) for a hidden layer of an MLP, whose output goes
+    /// only to ember's own operations (dropout, the next layer): a backend may hand it on in
+    /// another layout than rows where those read it faster, with the same bits.
+    fn fused_linear_hidden(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        act: Activation,
+    ) -> FloatTensor<Self> {
+        Self::fused_linear(x, w, b, act)
+    }
+
     fn fused_linear_backward(
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
@@ -578,17 +590,41 @@ pub fn linear<B: EmberBackend>(
     layer: &burn::nn::Linear<B>,
     act: Activation,
 ) -> Tensor<B, 2> {
+    layer_with(B::fused_linear, x, layer, act)
+}
+
+/// [`linear`] for a hidden layer of an MLP, whose output goes only to ember's dropout and the
+/// next layer ([`EmberBackend::fused_linear_hidden`]).
+pub fn hidden_linear<B: EmberBackend>(
+    x: Tensor<B, 2>,
+    layer: &burn::nn::Linear<B>,
+    act: Activation,
+) -> Tensor<B, 2> {
+    layer_with(B::fused_linear_hidden, x, layer, act)
+}
+
+/// A fused linear operation `op` on one of Burn's `Linear` layers.
+fn layer_with<B: EmberBackend>(
+    op: LinearOp<B>,
+    x: Tensor<B, 2>,
+    layer: &burn::nn::Linear<B>,
+    act: Activation,
+) -> Tensor<B, 2> {
     let bias = layer
         .bias
         .as_ref()
         .expect("ember's fused linear is used on layers with a bias");
-    Tensor::from_primitive(TensorPrimitive::Float(B::fused_linear(
+    Tensor::from_primitive(TensorPrimitive::Float(op(
         x.into_primitive().tensor(),
         layer.weight.val().into_primitive().tensor(),
         bias.val().into_primitive().tensor(),
         act,
     )))
 }
+
+/// [`EmberBackend::fused_linear`] or [`EmberBackend::fused_linear_hidden`].
+pub type LinearOp<B> =
+    fn(FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, Activation) -> FloatTensor<B>;
 
 /// `act(x · weight + bias)` for K replicas: `weight` `[K, k, n]`, `bias` `[K, n]`, and `x`
 /// `[K, m, k]` or, shared by every replica, `[m, k]`; gives `[K, m, n]`.
@@ -728,7 +764,19 @@ impl EmberBackend for Flex {
         act: Activation,
     ) -> FloatTensor<Self> {
         match replicas_of(&w) {
-            None => kernels::linear(x, w, b, act),
+            None => kernels::linear(x, w, b, act, false),
+            Some(_) => kernels::linear_replicas(x, w, b, act),
+        }
+    }
+
+    fn fused_linear_hidden(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        act: Activation,
+    ) -> FloatTensor<Self> {
+        match replicas_of(&w) {
+            None => kernels::linear(x, w, b, act, true),
             Some(_) => kernels::linear_replicas(x, w, b, act),
         }
     }
