@@ -10,8 +10,8 @@ use rayon::prelude::*;
 use std::mem::MaybeUninit;
 
 /// `t` as a contiguous tensor: itself when it is one, else a copy. The view of a transposed
-/// f32 matrix (a layer turned over at one thread hands its output on as one, see [`linear`])
-/// is copied by `transpose`'s tiles, where Burn's copy took 2.7 times as long (fashion-mlp,
+/// f32 matrix (a layer turned over at one thread gives its output as one, see [`linear`]) is
+/// copied by `transpose`'s tiles, where Burn's copy took 2.7 times as long (fashion-mlp,
 /// Emerald Rapids).
 fn to_contiguous(t: &FlexTensor) -> FlexTensor {
     if !is_transposed_view(t) {
@@ -651,12 +651,8 @@ pub fn linear(
     if turns_over(operands, (m, k, n)) {
         // SAFETY: the views address x's m x k and w's k x n elements.
         let y_t = unsafe { linear_turned_over(operands, bias, (m, k, n), act) };
-        if hand_on_view {
-            return transposed_view(tensor(y_t, n, m));
-        }
-        // SAFETY: y_t is a row-major [n, m] matrix.
-        let y = unsafe { super::transpose::transposed((y_t.as_ptr(), m as isize, 1), n, m, true) };
-        return tensor(y, m, n);
+        let y = transposed_view(tensor(y_t, n, m));
+        return if hand_on_view { y } else { to_contiguous(&y) };
     }
     let mut out = uninit(m * n);
     fill_rows_over_pool(&mut out, bias);
@@ -694,11 +690,12 @@ unsafe fn onto_biases(
 /// on one thread, where the product takes the gemm crate's blocked kernel either way
 /// (`input_grad::blocked`), w's rows are long and run along its columns, and the copies the
 /// turn takes (x packed, yᵀ copied back by y's consumers) are smaller than w, which the
-/// product as written packs whole. On two threads the turned product, cut into blocks of w's columns, each
-/// packing x, ran slower than the product as written in column blocks (fashion-mlp, Emerald
-/// Rapids, 6 rounds side by side: 0.93x; on one thread 1.07x). Not for a view that runs
-/// backwards along the sum (a flipped input or weight): the crate sums a left operand with a
-/// negative column stride from its far end, and the turn swaps which operand is on the left.
+/// product as written packs whole. On two threads the turned product, cut into blocks of w's
+/// columns, each packing x, ran slower than the product as written in column blocks
+/// (fashion-mlp, Emerald Rapids, 6 rounds side by side: 0.93x; on one thread 1.07x). Not for a
+/// view that runs backwards along the sum (a flipped input or weight): the crate sums a left
+/// operand with a negative column stride from its far end, and the turn swaps which operand is
+/// on the left.
 fn turns_over(
     ((_, _, x_cs), (_, w_rs, w_cs)): (View, View),
     (m, k, n): (usize, usize, usize),

@@ -148,8 +148,6 @@ pub trait EmberBackend: Backend {
         }
     }
 
-    /// The gradients of [`EmberBackend::fused_linear`] with respect to `x` (when `need_dx`), `w` and
-    /// `b`, given its inputs, its output `y` and the gradient of the output.
     /// [`fused_linear`](Self::fused_linear) for a hidden layer of an MLP, whose output goes
     /// only to ember's own operations (dropout, the next layer): a backend may hand it on in
     /// another layout than rows where those read it faster, with the same bits.
@@ -162,6 +160,8 @@ pub trait EmberBackend: Backend {
         Self::fused_linear(x, w, b, act)
     }
 
+    /// The gradients of [`EmberBackend::fused_linear`] with respect to `x` (when `need_dx`), `w` and
+    /// `b`, given its inputs, its output `y` and the gradient of the output.
     fn fused_linear_backward(
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
@@ -735,6 +735,21 @@ pub fn tanh<B: EmberBackend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
     Tensor::from_primitive(TensorPrimitive::Float(B::tanh(x.into_primitive().tensor())))
 }
 
+/// The CPU backend's fused linear: one layer, or replicas; `hand_on_view` as for
+/// [`kernels::linear`] (replicas always give rows).
+fn flex_linear(
+    x: FloatTensor<Flex>,
+    w: FloatTensor<Flex>,
+    b: FloatTensor<Flex>,
+    act: Activation,
+    hand_on_view: bool,
+) -> FloatTensor<Flex> {
+    match replicas_of(&w) {
+        None => kernels::linear(x, w, b, act, hand_on_view),
+        Some(_) => kernels::linear_replicas(x, w, b, act),
+    }
+}
+
 impl EmberBackend for Flex {
     fn sgd_step(w: FloatTensor<Self>, g: FloatTensor<Self>, lr: &Lr<Self>) -> FloatTensor<Self> {
         let lrs = kernels::learning_rates(lr);
@@ -763,10 +778,7 @@ impl EmberBackend for Flex {
         b: FloatTensor<Self>,
         act: Activation,
     ) -> FloatTensor<Self> {
-        match replicas_of(&w) {
-            None => kernels::linear(x, w, b, act, false),
-            Some(_) => kernels::linear_replicas(x, w, b, act),
-        }
+        flex_linear(x, w, b, act, false)
     }
 
     fn fused_linear_hidden(
@@ -775,10 +787,7 @@ impl EmberBackend for Flex {
         b: FloatTensor<Self>,
         act: Activation,
     ) -> FloatTensor<Self> {
-        match replicas_of(&w) {
-            None => kernels::linear(x, w, b, act, true),
-            Some(_) => kernels::linear_replicas(x, w, b, act),
-        }
+        flex_linear(x, w, b, act, true)
     }
 
     fn fused_linear_backward(
