@@ -12,7 +12,7 @@ use crate::data::loader::{Rows, gather_rows};
 use crate::data::{HostSplit, Labels};
 use crate::device::TrainBackend;
 use crate::ops::{self, EmberBackend, linear};
-use burn::nn::loss::{BinaryCrossEntropyLossConfig, CrossEntropyLossConfig};
+use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Dropout, DropoutConfig, Embedding, Linear};
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -196,10 +196,7 @@ impl<B: EmberBackend> Mlp<B> {
                     Some(w) => {
                         super::weighting::binary_cross_entropy(out, labels.float(), w).mean()
                     }
-                    None => BinaryCrossEntropyLossConfig::new()
-                        .with_logits(true)
-                        .init(&out.device())
-                        .forward(out, labels),
+                    None => ops::bce_logits(out, labels),
                 };
                 StepOutput::classified(loss, correct, rows)
             }

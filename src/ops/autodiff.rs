@@ -78,39 +78,14 @@ impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
         }
     }
 
+    fn bce_logits(logits: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
+        let ops: BceOps<B> = (B::bce_logits, B::bce_logits_backward);
+        recorded_bce::<B, C>(ops, logits, y)
+    }
+
     fn bce_logits_replicas(logits: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
-        /// Keeps the logits and the targets (data, not a parent).
-        #[derive(Debug)]
-        struct BceBackward;
-
-        impl<B: EmberBackend> Backward<B, 1> for BceBackward {
-            type State = (B::FloatTensorPrimitive, B::FloatTensorPrimitive);
-
-            fn backward(
-                self,
-                ops: Ops<Self::State, 1>,
-                grads: &mut Gradients,
-                _: &mut Checkpointer,
-            ) {
-                let (z, y) = ops.state;
-                unary::<B, _>(ops.parents, ops.node, grads, |grad| {
-                    B::bce_logits_replicas_backward(z, y, grad)
-                });
-            }
-        }
-
-        let (z, y) = (logits.primitive, y.primitive);
-        match BceBackward
-            .prepare::<C>([logits.node.clone()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let loss = B::bce_logits_replicas(z.clone(), y.clone());
-                prep.finish((z, y), loss)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(B::bce_logits_replicas(z, y)),
-        }
+        let ops: BceOps<B> = (B::bce_logits_replicas, B::bce_logits_replicas_backward);
+        recorded_bce::<B, C>(ops, logits, y)
     }
 
     fn conv(
@@ -403,5 +378,49 @@ fn recorded_linear<B: EmberBackend, C: CheckpointStrategy>(
         OpsKind::UnTracked(prep) => {
             prep.finish(forward(x.primitive, w.primitive, b.primitive, act))
         }
+    }
+}
+
+/// A binary cross-entropy's forward on the inner backend, and its backward given the losses'
+/// gradient.
+type BceOps<B> = (
+    fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+    fn(FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+);
+
+/// A binary cross-entropy on logits (`ops.0`), its backward (`ops.1`) recorded: it keeps the
+/// logits and the targets, which are data, not a parent.
+fn recorded_bce<B: EmberBackend, C: CheckpointStrategy>(
+    (forward, backward): BceOps<B>,
+    logits: FloatTensor<Autodiff<B, C>>,
+    y: FloatTensor<Autodiff<B, C>>,
+) -> FloatTensor<Autodiff<B, C>> {
+    #[derive(Debug)]
+    struct BceBackward<B: EmberBackend> {
+        backward: fn(FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+    }
+
+    impl<B: EmberBackend> Backward<B, 1> for BceBackward<B> {
+        type State = (B::FloatTensorPrimitive, B::FloatTensorPrimitive);
+
+        fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let (z, y) = ops.state;
+            unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+                (self.backward)(z, y, grad)
+            });
+        }
+    }
+
+    let (z, y) = (logits.primitive, y.primitive);
+    match (BceBackward::<B> { backward })
+        .prepare::<C>([logits.node.clone()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let loss = forward(z.clone(), y.clone());
+            prep.finish((z, y), loss)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(forward(z, y)),
     }
 }

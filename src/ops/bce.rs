@@ -4,10 +4,15 @@
 //! forward and more backward, each a serial pass with its own allocation; here the rows' terms
 //! are one pass, spread over the pool when there are enough rows, then each replica's sum in
 //! row order; the gradient is one more pass.
+//!
+//! One model's loss ([`mean_forward`], [`mean_backward`]) keeps the bits of Burn's own
+//! `BinaryCrossEntropyLoss` on logits: each row's term by the same operations, then Burn's mean.
 
 use super::kernels::{contiguous, owned_contiguous};
+use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
+use burn::tensor::ops::FloatTensorOps;
 use rayon::prelude::*;
 
 /// Elements above which the rows are spread over the pool: each costs an `exp` and a `log1p`
@@ -85,6 +90,73 @@ pub fn backward(logits: FlexTensor, y: FlexTensor, dloss: FlexTensor) -> FlexTen
         false => values.chunks_mut(CHUNK).enumerate().for_each(each),
     }
     g
+}
+
+/// `log(sigmoid(z))` as Burn's CPU backend computes it (`log_sigmoid`).
+fn log_sigmoid(z: f32) -> f32 {
+    if z >= 0.0 {
+        -((-z).exp().ln_1p())
+    } else {
+        z - z.exp().ln_1p()
+    }
+}
+
+/// `sigmoid(x)` as Burn's CPU backend computes it inside `log_sigmoid`'s backward.
+fn sigmoid(x: f32) -> f32 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// `f(z, y)` of each row into a new `[n]` buffer, spread over the pool when there are enough rows.
+fn rows_of(z: &[f32], y: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
+    let mut out = vec![0f32; z.len()];
+    let each = |(piece, out): (usize, &mut [f32])| {
+        let first = piece * CHUNK;
+        for ((o, &z), &t) in out.iter_mut().zip(&z[first..]).zip(&y[first..]) {
+            *o = f(z, t);
+        }
+    };
+    match parallel(z.len()) {
+        true => out.par_chunks_mut(CHUNK).enumerate().for_each(each),
+        false => out.chunks_mut(CHUNK).enumerate().for_each(each),
+    }
+    out
+}
+
+/// One model's mean loss `[1]` for logits and 0/1 targets of the same shape, with the bits of
+/// Burn's `BinaryCrossEntropyLoss` on logits (`burn::nn::loss`): each row's term
+/// `(1 - y)·z - log_sigmoid(z)` by the same operations in one pass, then Burn's own mean, so
+/// the sum runs in the same order. Burn's version is six passes on the driving thread, each
+/// with its own allocation (a tenth of a one-thread tabular-mlp step).
+pub fn mean_forward(logits: FlexTensor, y: FlexTensor) -> FlexTensor {
+    assert_eq!(logits.layout().shape(), y.layout().shape(), "shapes differ");
+    let n = logits.layout().num_elements();
+    let (z, z_range) = contiguous(logits, n);
+    let (y, y_range) = contiguous(y, n);
+    let (z, t) = (&z.storage::<f32>()[z_range], &y.storage::<f32>()[y_range]);
+    let terms = rows_of(z, t, |z, t| (-t + 1.0) * z - log_sigmoid(z));
+    Flex::float_mean(FlexTensor::from_data(TensorData::new(terms, [n])))
+}
+
+/// The logits' gradient of [`mean_forward`] given the loss's gradient `[1]`, with the bits of
+/// Burn's autodiff through its operations: the mean hands each row `g = (1/n)·dloss`; the
+/// product `(1 - y)·z` passes back `g·(1 - y)`, and `log_sigmoid` under the subtraction
+/// `-g·sigmoid(-z)`; the two are added (in either order: the same bits).
+pub fn mean_backward(logits: FlexTensor, y: FlexTensor, dloss: FlexTensor) -> FlexTensor {
+    let shape = logits.layout().shape().clone();
+    let n = shape.num_elements();
+    let (dloss, dl_range) = contiguous(dloss, 1);
+    // Burn's mean scales by 1/n as an f64 scalar, which its CPU backend applies as f32.
+    let g = (1.0 / n as f64) as f32 * dloss.storage::<f32>()[dl_range][0];
+    let (z, z_range) = contiguous(logits, n);
+    let (y, y_range) = contiguous(y, n);
+    let (z, t) = (&z.storage::<f32>()[z_range], &y.storage::<f32>()[y_range]);
+    let grads = rows_of(z, t, |z, t| g * (-t + 1.0) + -g * sigmoid(-z));
+    FlexTensor::from_data(TensorData::new(grads, shape))
 }
 
 #[cfg(test)]

@@ -234,6 +234,21 @@ pub trait EmberBackend: Backend {
         scalar_mse_composed_backward::<Self>(x, residuals, dloss)
     }
 
+    /// Binary cross-entropy on logits, one model's mean loss `[1]` for logits and 0/1 targets
+    /// of the same shape: Burn's `BinaryCrossEntropyLoss` with logits, and its bits.
+    fn bce_logits(logits: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
+        bce_burn::<Self>(logits, y)
+    }
+
+    /// The logits' gradient of [`EmberBackend::bce_logits`], given the loss's gradient `[1]`.
+    fn bce_logits_backward(
+        logits: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        dloss: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        bce_burn_backward::<Self>(logits, y, dloss)
+    }
+
     /// Binary cross-entropy on logits for K replicas: each replica's mean loss `[K]`, for
     /// logits `[K, n, 1]` and 0/1 targets of the same shape.
     fn bce_logits_replicas(logits: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -548,6 +563,35 @@ fn scalar_mse_composed_backward<B: Backend>(
     (dw, B::float_reshape(dp, Shape::new([k])))
 }
 
+/// [`EmberBackend::bce_logits`] in Burn's operations, as `burn::nn::loss` writes it:
+/// `mean((1 - y)·z - log_sigmoid(z))`.
+fn bce_burn<B: Backend>(z: FloatTensor<B>, y: FloatTensor<B>) -> FloatTensor<B> {
+    let kept = B::float_add_scalar(B::float_neg(y), 1.0.into());
+    let terms = B::float_sub(B::float_mul(kept, z.clone()), B::log_sigmoid(z));
+    B::float_mean(terms)
+}
+
+/// [`EmberBackend::bce_logits_backward`] in Burn's operations, as its autodiff runs
+/// [`bce_burn`]'s backward: `g = dloss / n` for each row, then `g·(1 - y) - g·sigmoid(-z)`.
+fn bce_burn_backward<B: Backend>(
+    z: FloatTensor<B>,
+    y: FloatTensor<B>,
+    dloss: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let shape = z.shape();
+    let n = shape.num_elements();
+    let ones = B::float_ones(shape.clone(), &B::float_device(&z), z.dtype().into());
+    let scale = B::float_mul_scalar(ones, (1.0 / n as f64).into());
+    let g = B::float_mul(
+        scale,
+        B::float_reshape(dloss, Shape::from(vec![1; shape.num_dims()])),
+    );
+    let kept = B::float_add_scalar(B::float_neg(y), 1.0.into());
+    let through_product = B::float_mul(g.clone(), kept);
+    let through_log_sigmoid = B::log_sigmoid_backward(z, B::float_neg(g));
+    B::float_add(through_product, through_log_sigmoid)
+}
+
 /// [`EmberBackend::bce_logits_replicas`] in Burn's operations, in its stable form
 /// `relu(z) - z·y + log1p(exp(-|z|))`.
 fn bce_composed<B: Backend>(z: FloatTensor<B>, y: FloatTensor<B>) -> FloatTensor<B> {
@@ -656,6 +700,23 @@ pub fn scalar_mse_replicas<B: EmberBackend, const D: usize>(
         y.into_primitive().tensor(),
         w.val().into_primitive().tensor(),
         p.val().into_primitive().tensor(),
+    )))
+}
+
+/// Binary cross-entropy on logits `[n, 1]` against 0/1 targets, through ember's backend
+/// extension: Burn's `BinaryCrossEntropyLoss` with logits, its value and gradient bit for bit.
+pub fn bce_logits<B: EmberBackend>(
+    logits: Tensor<B, 2>,
+    targets: Tensor<B, 2, Int>,
+) -> Tensor<B, 1> {
+    assert_eq!(
+        logits.dims(),
+        targets.dims(),
+        "logits and targets differ in shape"
+    );
+    Tensor::from_primitive(TensorPrimitive::Float(B::bce_logits(
+        logits.into_primitive().tensor(),
+        targets.float().into_primitive().tensor(),
     )))
 }
 
@@ -819,6 +880,18 @@ impl EmberBackend for Flex {
         dloss: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         scalar_mse::backward(x, residuals, dloss)
+    }
+
+    fn bce_logits(logits: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
+        bce::mean_forward(logits, y)
+    }
+
+    fn bce_logits_backward(
+        logits: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        dloss: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        bce::mean_backward(logits, y, dloss)
     }
 
     fn bce_logits_replicas(logits: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -1262,6 +1335,91 @@ mod tests {
     /// The replicas' binary cross-entropy on logits against Burn's own composition (the loss
     /// and the logits' gradient), and the composition the GPU backends run against the CPU
     /// kernel's backward, with large logits of both signs.
+    /// The loss and the logits' gradient of `bce_logits` on `threads`, and of Burn's
+    /// `BinaryCrossEntropyLoss` with logits, as bits: logits of both signs and every size,
+    /// zeros of both signs, and a loss gradient other than 1.
+    fn bce_logits_and_burns(threads: usize, n: usize) -> [(Vec<u32>, Vec<u32>); 2] {
+        let device = Default::default();
+        let mut zd = Tensor::<Flex, 2>::random([n, 1], Distribution::Normal(0.0, 6.0), &device)
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
+        zd[..4].copy_from_slice(&[0.0, -0.0, 90.0, -90.0]);
+        let yd = Tensor::<Flex, 2, Int>::random([n, 1], Distribution::Bernoulli(0.4), &device);
+        let bits = |t: Tensor<A, 2>| {
+            t.into_data()
+                .to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect::<Vec<_>>()
+        };
+        let run = |ours: bool| {
+            let z = Tensor::<A, 2>::from_data(TensorData::new(zd.clone(), [n, 1]), &device)
+                .require_grad();
+            let y = Tensor::<A, 2, Int>::from_data(yd.to_data(), &device);
+            let loss = match ours {
+                true => bce_logits(z.clone(), y),
+                false => burn::nn::loss::BinaryCrossEntropyLossConfig::new()
+                    .with_logits(true)
+                    .init(&device)
+                    .forward(z.clone(), y),
+            };
+            let grads = (loss.clone() * 3.0).backward();
+            let grad = Tensor::<A, 2>::from_inner(z.grad(&grads).unwrap());
+            (bits(loss.unsqueeze_dim(1)), bits(grad))
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| [run(true), run(false)])
+    }
+
+    #[test]
+    fn bce_logits_gives_burns_bits_on_any_thread_count() {
+        // Below and above the rows spread over the pool, tabular-mlp's batch, an odd size.
+        for n in [5, 1000, 2048, 4099] {
+            for threads in [1, 2, 3] {
+                let [ours, burns] = bce_logits_and_burns(threads, n);
+                assert_eq!(ours.0, burns.0, "loss, {n} rows on {threads} threads");
+                assert_eq!(ours.1, burns.1, "gradient, {n} rows on {threads} threads");
+            }
+        }
+    }
+
+    /// The composition the GPU backends run, against the CPU kernel.
+    #[test]
+    fn bce_logits_composed_matches_the_cpu_kernel() {
+        let device = Default::default();
+        let z = Tensor::<Flex, 2>::random([3000, 1], Distribution::Normal(0.0, 6.0), &device);
+        let y = Tensor::<Flex, 2>::random([3000, 1], Distribution::Bernoulli(0.4), &device);
+        let d = Tensor::<Flex, 1>::from_floats([0.5], &device);
+        let prim = |t: Tensor<Flex, 2>| t.into_primitive().tensor();
+        let as_tensor = |t| Tensor::<Flex, 2>::from_primitive(TensorPrimitive::Float(t));
+        let loss = |f: fn(FloatTensor<Flex>, FloatTensor<Flex>) -> FloatTensor<Flex>| {
+            as_tensor(B2::float_reshape(
+                f(prim(z.clone()), prim(y.clone())),
+                Shape::new([1, 1]),
+            ))
+        };
+        type B2 = Flex;
+        loss(bce_burn::<Flex>).into_data().assert_approx_eq::<f32>(
+            &loss(bce::mean_forward).into_data(),
+            Tolerance::relative(1e-6),
+        );
+        let d = || d.clone().into_primitive().tensor();
+        let composed = as_tensor(bce_burn_backward::<Flex>(
+            prim(z.clone()),
+            prim(y.clone()),
+            d(),
+        ));
+        let kernel = as_tensor(bce::mean_backward(prim(z.clone()), prim(y.clone()), d()));
+        composed
+            .into_data()
+            .assert_approx_eq::<f32>(&kernel.into_data(), Tolerance::absolute(1e-9));
+    }
+
     #[test]
     fn bce_logits_replicas_matches_burns() {
         let device = Default::default();
