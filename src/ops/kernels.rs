@@ -377,6 +377,11 @@ pub(super) unsafe fn gemm_into(
     let work = m * n * k;
     let product = (dst, (m, n, k), keep, (lhs, rhs), act);
     // SAFETY (every call): forwarded from the caller.
+    #[cfg(target_arch = "x86_64")]
+    if act == super::Activation::Identity && super::long_sums::applies((m, n, k), (lhs, rhs)) {
+        let split = split && work >= ROW_BLOCK_WORK;
+        return unsafe { super::long_sums::product_into(dst, (m, n, k), keep, (lhs, rhs), split) };
+    }
     if !split || threads < 2 || work < ROW_BLOCK_WORK {
         return unsafe { gemm_block(dst, n, (m, n, k), keep, (lhs, rhs), act, serial) };
     }
@@ -803,14 +808,11 @@ pub fn linear_backward(
         unsafe { plan.write(dx.as_mut_ptr().cast(), k, split) };
         tensor(unsafe { assume_init(dx) }, m, k)
     };
-    // When both are needed, the two products run side by side, each on one thread: two whole
-    // products keep the cores busier than each one split in halves with a join in between.
-    // That holds from the row blocks' size up: tabular-mlp's second layer (dw [20 x 10] summed
-    // over 2,048 rows, too few rows for row blocks, beside dx) ran 1.09x faster at 2 threads
-    // than with dx alone split (Emerald Rapids, 4 rounds), and fashion-mlp's output layer the same.
+    // When both are needed, the two products run side by side, each on one thread
+    // ([`side_by_side`]).
     // dx's first copy (dzᵀ or wᵀ) comes first, over the pool: inside the join it would leave
     // dw's thread waiting. A turned plan's copy back runs on dx's thread, inside the join.
-    let side_by_side = need_dx && m * n * k >= ROW_BLOCK_WORK && rayon::current_num_threads() > 1;
+    let side_by_side = need_dx && side_by_side(m * n * k, rayon::current_num_threads());
     let products = || {
         if side_by_side {
             let plan = dx_plan(true);
@@ -830,6 +832,21 @@ pub fn linear_backward(
         dx,
         dw: tensor(dw, k, n),
         db: FlexTensor::from_data(burn::tensor::TensorData::new(db, [n])),
+    }
+}
+
+/// Whether a layer's two gradient products of `work` multiply-adds each run side by side on
+/// `threads`, each whole on one thread: two whole products keep the cores busier than each one
+/// split in halves with a join in between. On two threads that holds from the row blocks' size
+/// up: tabular-mlp's second layer (dw [20 x 10] summed over 2,048 rows, too few rows for row
+/// blocks, beside dx) ran 1.09x faster than with dx alone split (Emerald Rapids, 4 rounds), and
+/// fashion-mlp's output layer as fast. On more threads, products below the column blocks'
+/// size are left to the row blocks, which use every thread.
+fn side_by_side(work: usize, threads: usize) -> bool {
+    match threads {
+        0 | 1 => false,
+        2 => work >= ROW_BLOCK_WORK,
+        _ => work >= PARALLEL_WORK,
     }
 }
 

@@ -21,6 +21,8 @@ mod conv;
 pub mod dropout;
 mod input_grad;
 pub mod kernels;
+#[cfg(target_arch = "x86_64")]
+mod long_sums;
 mod max_pool;
 mod row_dots;
 mod scalar_mse;
@@ -235,7 +237,9 @@ pub trait EmberBackend: Backend {
     }
 
     /// Binary cross-entropy on logits, one model's mean loss `[1]` for logits and 0/1 targets
-    /// of the same shape: Burn's `BinaryCrossEntropyLoss` with logits, and its bits.
+    /// of the same shape: Burn's `BinaryCrossEntropyLoss` with logits. By default its
+    /// operations, composed here (a GPU backend's fusion may group them otherwise than
+    /// through Burn's loss); the CPU backend's kernel keeps the bits of Burn's loss.
     fn bce_logits(logits: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
         bce_burn::<Self>(logits, y)
     }
@@ -1332,12 +1336,10 @@ mod tests {
         }
     }
 
-    /// The replicas' binary cross-entropy on logits against Burn's own composition (the loss
-    /// and the logits' gradient), and the composition the GPU backends run against the CPU
-    /// kernel's backward, with large logits of both signs.
     /// The loss and the logits' gradient of `bce_logits` on `threads`, and of Burn's
     /// `BinaryCrossEntropyLoss` with logits, as bits: logits of both signs and every size,
-    /// zeros of both signs, and a loss gradient other than 1.
+    /// zeros of both signs, a loss gradient other than 1, and inputs that are views into
+    /// larger tensors (as a batch's targets are a slice of the device-resident set's).
     fn bce_logits_and_burns(threads: usize, n: usize) -> [(Vec<u32>, Vec<u32>); 2] {
         let device = Default::default();
         let mut zd = Tensor::<Flex, 2>::random([n, 1], Distribution::Normal(0.0, 6.0), &device)
@@ -1345,7 +1347,8 @@ mod tests {
             .to_vec::<f32>()
             .unwrap();
         zd[..4].copy_from_slice(&[0.0, -0.0, 90.0, -90.0]);
-        let yd = Tensor::<Flex, 2, Int>::random([n, 1], Distribution::Bernoulli(0.4), &device);
+        let all = Tensor::<Flex, 2, Int>::random([n + 7, 1], Distribution::Bernoulli(0.4), &device);
+        let yd = all.narrow(0, 3, n);
         let bits = |t: Tensor<A, 2>| {
             t.into_data()
                 .to_vec::<f32>()
@@ -1357,13 +1360,15 @@ mod tests {
         let run = |ours: bool| {
             let z = Tensor::<A, 2>::from_data(TensorData::new(zd.clone(), [n, 1]), &device)
                 .require_grad();
-            let y = Tensor::<A, 2, Int>::from_data(yd.to_data(), &device);
+            let y = Tensor::<A, 2, Int>::from_inner(yd.clone());
+            // The logits seen through a transpose of a transpose: a view, not their own rows.
+            let logits = z.clone().transpose().transpose();
             let loss = match ours {
-                true => bce_logits(z.clone(), y),
+                true => bce_logits(logits, y),
                 false => burn::nn::loss::BinaryCrossEntropyLossConfig::new()
                     .with_logits(true)
                     .init(&device)
-                    .forward(z.clone(), y),
+                    .forward(logits, y),
             };
             let grads = (loss.clone() * 3.0).backward();
             let grad = Tensor::<A, 2>::from_inner(z.grad(&grads).unwrap());
@@ -1420,6 +1425,9 @@ mod tests {
             .assert_approx_eq::<f32>(&kernel.into_data(), Tolerance::absolute(1e-9));
     }
 
+    /// The replicas' binary cross-entropy on logits against Burn's own composition (the loss
+    /// and the logits' gradient), and the composition the GPU backends run against the CPU
+    /// kernel's backward, with large logits of both signs.
     #[test]
     fn bce_logits_replicas_matches_burns() {
         let device = Default::default();

@@ -1,0 +1,285 @@
+//! Products with a small output summed over a long batch: a small layer's weight gradient
+//! (tabular-mlp's `[61 x 20]` and `[20 x 10]`, each summed over 2,048 rows), on AVX-512.
+//!
+//! The gemm crate sums such a product (at most 64 x 64 outputs) in chunks of 512 along the
+//! sum: each output element is a chain of fused multiply-adds over its chunk, and the chunks'
+//! totals are added into the destination in order. At these shapes its packing of both
+//! operands, padded to its kernel's 32 x 6 tile, costs more than the arithmetic, and its blocks
+//! of rows share that packing badly across threads (the `[61 x 20]` product: 68 µs whole, 42
+//! and 45 µs as two row blocks). Here each output element takes the same chain in the same
+//! order, so the bits are the crate's (the tests compare them): a tile of 16 rows x up to 12
+//! columns in AVX-512 registers, each step of the sum one vector of xᵀ's column (x's row, as it
+//! stands) and a few scalars of dz's row, with no copies; the tiles' rows spread over the pool.
+//! Each element is summed by one thread, so the thread count does not change a bit.
+
+use super::kernels::{SendPtr, SendView, View};
+use crate::device::simd::{Simd, detected};
+use rayon::prelude::*;
+
+/// Output rows in a tile: one AVX-512 vector.
+const ROWS: usize = 16;
+
+/// Output columns in a tile: one accumulator register each, enough chains of fused
+/// multiply-adds to keep both FMA units busy through their latency.
+const COLS: usize = 12;
+
+/// The gemm crate's chunk along the sum for outputs of at most 64 x 64.
+const CHUNK: usize = 512;
+
+/// Sums shorter than this stay with the gemm crate: its packing costs less there.
+const LONG: usize = 256;
+
+/// Whether [`product_into`] computes `m x n` outputs summed over `k`: on AVX-512, for an output
+/// of at most 64 x 64 with a long sum, whose lhs runs along its rows and rhs along its columns
+/// (a weight gradient's xᵀ and dz), where the crate takes its blocked kernel. Not its
+/// matrix-vector kernels (one row or column), nor its lane-wise kernel (at most 256 outputs,
+/// both operands along the sum), nor where the sum runs backwards along an operand (a flipped
+/// view, which the crate sums from its far end).
+pub(super) fn applies((m, n, k): (usize, usize, usize), (lhs, rhs): (View, View)) -> bool {
+    let ((_, l_rs, l_cs), (_, r_rs, r_cs)) = (lhs, rhs);
+    let lane_wise = l_cs == 1 && r_rs == 1 && m * n <= 256;
+    let blocked = (2..=64).contains(&m) && (2..=64).contains(&n) && !lane_wise;
+    // Read where they stand: lhs's rows and rhs's columns next to each other.
+    let adjacent = l_rs == 1 && r_cs == 1;
+    blocked && adjacent && l_cs > 0 && r_rs > 0 && k >= LONG && detected() == Simd::Avx512
+}
+
+/// `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]`, `dst` row-major, with the gemm
+/// crate's bits; the tiles' rows over the pool when `split`.
+///
+/// # Safety
+/// [`applies`] holds; `dst` holds `m * n` writable elements (initialised when `keep`); `lhs`
+/// and `rhs` address `m x k` and `k x n` elements through their strides.
+pub(super) unsafe fn product_into(
+    dst: *mut f32,
+    (m, n, k): (usize, usize, usize),
+    keep: bool,
+    (lhs, rhs): (View, View),
+    split: bool,
+) {
+    let (dst, lhs, rhs) = (SendPtr(dst), SendView(lhs), SendView(rhs));
+    let rows = |b: usize| {
+        let first = b * ROWS;
+        // SAFETY: forwarded from the caller; block b writes only rows first..first + ROWS.
+        unsafe { rows_into(dst.get(), (first, m, n, k), keep, (lhs.get(), rhs.get())) }
+    };
+    let blocks = m.div_ceil(ROWS);
+    match split && rayon::current_num_threads() > 1 {
+        true => (0..blocks).into_par_iter().for_each(rows),
+        false => (0..blocks).for_each(rows),
+    }
+}
+
+/// Rows `first..first + ROWS` (fewer at the end) of [`product_into`]'s output, read from the
+/// operands where they stand: a step of the sum is one (masked) vector of lhs's column and a
+/// few consecutive scalars of rhs's row.
+///
+/// # Safety
+/// As for [`product_into`].
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn rows_into(
+    dst: *mut f32,
+    (first, m, n, k): (usize, usize, usize, usize),
+    keep: bool,
+    ((l, _, l_cs), (r, r_rs, _)): (View, View),
+) {
+    let rows = ROWS.min(m - first);
+    let tiles = n.div_ceil(COLS);
+    for (c, start) in (0..k).step_by(CHUNK).enumerate() {
+        let len = CHUNK.min(k - start);
+        // SAFETY: row `first` and sum index `start` are inside lhs; `start` inside rhs.
+        let (lhs, rhs) = unsafe {
+            let lhs = l.offset(first as isize + start as isize * l_cs);
+            (lhs, r.offset(start as isize * r_rs))
+        };
+        let mut col = 0;
+        for t in 0..tiles {
+            // Columns as even as the tiles allow: 20 as 10 and 10, not 12 and 8.
+            let cols = (n - col).div_ceil(tiles - t);
+            // SAFETY: rows.. and cols columns from col are inside both operands.
+            let sums = unsafe { tile(cols, len, (lhs, l_cs, rows), (rhs.add(col), r_rs)) };
+            for (q, column) in sums.iter().enumerate().take(cols) {
+                for (p, &sum) in column.iter().enumerate().take(rows) {
+                    // SAFETY: row first + p < m and column col + q < n of dst.
+                    let d = unsafe { &mut *dst.add((first + p) * n + col + q) };
+                    *d = if keep || c > 0 { *d + sum } else { sum };
+                }
+            }
+            col += cols;
+        }
+    }
+}
+
+/// [`tile_sums`] for a tile `cols` wide (1 to COLS), each width its own loop with its
+/// accumulators in registers.
+///
+/// # Safety
+/// As for [`tile_sums`].
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn tile(
+    cols: usize,
+    len: usize,
+    lhs: (*const f32, isize, usize),
+    rhs: (*const f32, isize),
+) -> [[f32; ROWS]; COLS] {
+    macro_rules! widths {
+        ($($c:literal)*) => {
+            match cols {
+                // SAFETY: forwarded from the caller.
+                $($c => unsafe { tile_sums::<$c>(len, lhs, rhs) },)*
+                _ => unreachable!("a tile of {cols} columns"),
+            }
+        };
+    }
+    widths!(1 2 3 4 5 6 7 8 9 10 11 12)
+}
+
+/// One chunk's sums of a tile of `C` columns: for each column q, `Σ_s lhs[s] · rhs[s][q]` over
+/// `len` steps, a chain of fused multiply-adds from zero in the order of s, as the gemm crate's
+/// kernel sums. `lhs` is the first row's element of step 0, steps `l_cs` apart, `rows` rows
+/// (the lanes past them masked off); `rhs` is step 0's first column, steps `r_rs` apart.
+///
+/// # Safety
+/// `rows` rows and `C` columns of `len` steps lie inside the operands.
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn tile_sums<const C: usize>(
+    len: usize,
+    (lhs, l_cs, rows): (*const f32, isize, usize),
+    (rhs, r_rs): (*const f32, isize),
+) -> [[f32; ROWS]; COLS] {
+    use std::arch::x86_64::*;
+    let mask: __mmask16 = ((1u32 << rows) - 1) as u16;
+    let mut acc = [_mm512_setzero_ps(); C];
+    for s in 0..len as isize {
+        // SAFETY: the masked lanes are not read; the others and the C scalars are inside.
+        let (v, w) = unsafe {
+            (
+                _mm512_maskz_loadu_ps(mask, lhs.offset(s * l_cs)),
+                rhs.offset(s * r_rs),
+            )
+        };
+        for (q, a) in acc.iter_mut().enumerate() {
+            *a = _mm512_fmadd_ps(v, _mm512_set1_ps(unsafe { *w.add(q) }), *a);
+        }
+    }
+    let mut out = [[0f32; ROWS]; COLS];
+    for (o, a) in out.iter_mut().zip(acc) {
+        // SAFETY: o holds ROWS = 16 elements.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), a) };
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Activation;
+    use crate::ops::kernels::{gemm_block, gemm_into};
+
+    /// Values with many bits set, of both signs, different for each `salt`.
+    fn values(len: usize, salt: u32) -> Vec<f32> {
+        (0..len as u32)
+            .map(|i| {
+                ((i.wrapping_mul(2654435761) ^ salt.wrapping_mul(40503)) % 20011) as f32 / 977.0
+                    - 10.0
+            })
+            .collect()
+    }
+
+    /// `[m, n]` from `gemm_into` on `threads` (this kernel where it applies), and from the gemm
+    /// crate as one serial product; lhs `[m, k]` as the transpose of row-major `[k, m]` (a
+    /// weight gradient's xᵀ) or row-major itself.
+    fn both(
+        threads: usize,
+        (m, n, k): (usize, usize, usize),
+        keep: bool,
+        lhs_t: bool,
+    ) -> [Vec<f32>; 2] {
+        let (lhs_values, rhs_values) = (values(m * k, 1), values(k * n, 2));
+        let lhs = match lhs_t {
+            true => SendView((lhs_values.as_ptr(), 1, m as isize)),
+            false => SendView((lhs_values.as_ptr(), k as isize, 1)),
+        };
+        let rhs = SendView((rhs_values.as_ptr(), n as isize, 1));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let (mut ours, mut crates) = (values(m * n, 3), values(m * n, 3));
+        let identity = Activation::Identity;
+        let dst = SendPtr(ours.as_mut_ptr());
+        // SAFETY: both destinations hold m * n initialised elements; the views m x k and k x n.
+        pool.install(|| unsafe {
+            let operands = (lhs.get(), rhs.get());
+            gemm_into(dst.get(), (m, n, k), keep, operands, identity, true)
+        });
+        let (operands, serial) = ((lhs.get(), rhs.get()), gemm::Parallelism::None);
+        unsafe {
+            gemm_block(
+                crates.as_mut_ptr(),
+                n,
+                (m, n, k),
+                keep,
+                operands,
+                identity,
+                serial,
+            )
+        };
+        [ours, crates]
+    }
+
+    #[test]
+    fn long_sums_give_the_gemm_crates_bits_on_any_thread_count() {
+        // tabular-mlp's two weight gradients, a full 64 x 64, odd shapes, sums just past a
+        // chunk and just at the threshold, with and without a kept destination.
+        let shapes = [
+            (61, 20, 2048),
+            (20, 10, 2048),
+            (64, 64, 700),
+            (17, 33, 1500),
+            (3, 64, 513),
+            (64, 5, 256),
+            (40, 40, 3001),
+        ];
+        for (m, n, k) in shapes {
+            let operands = (
+                (std::ptr::null(), 1, m as isize),
+                (std::ptr::null(), n as isize, 1),
+            );
+            let avx512 = detected() == Simd::Avx512;
+            assert_eq!(applies((m, n, k), operands), avx512, "({m}, {n}, {k})");
+            for (threads, keep, lhs_t) in [
+                (1, false, true),
+                (2, false, true),
+                (3, true, true),
+                (2, true, false),
+                (1, false, false),
+            ] {
+                let [ours, crates] = both(threads, (m, n, k), keep, lhs_t);
+                let same = ours
+                    .iter()
+                    .zip(&crates)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "({m}, {n}, {k}) on {threads} threads, keep {keep}, lhs transposed {lhs_t}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn short_sums_large_outputs_and_flipped_views_stay_with_the_crate() {
+        let forwards = ((std::ptr::null(), 1, 61), (std::ptr::null(), 20, 1));
+        assert!(!applies((61, 20, 255), forwards));
+        assert!(!applies((65, 20, 2048), forwards));
+        assert!(!applies((2048, 20, 61), forwards));
+        // One column: the crate's matrix-vector kernel; both operands along the sum and at
+        // most 256 outputs: its lane-wise kernel.
+        assert!(!applies((10, 1, 2048), forwards));
+        let along_sum = ((std::ptr::null(), 2048, 1), (std::ptr::null(), 1, 2048));
+        assert!(!applies((20, 10, 2048), along_sum));
+        let flipped = ((std::ptr::null(), 1, -61), (std::ptr::null(), 20, 1));
+        assert!(!applies((61, 20, 2048), flipped));
+    }
+}
