@@ -1,16 +1,18 @@
-//! Products with a small output summed over a long batch: a small layer's weight gradient
-//! (tabular-mlp's `[61 x 20]` and `[20 x 10]`, each summed over 2,048 rows), on AVX-512.
+//! Products with a small output summed over a long sum: a small layer's weight gradient
+//! (tabular-mlp's `[61 x 20]` and `[20 x 10]`, each summed over 2,048 rows), or at one thread a
+//! small output layer after a layer handed on as a view (fashion-mlp's `[64 x 10]` over 512
+//! inputs); on AVX-512.
 //!
 //! The gemm crate sums such a product (at most 64 x 64 outputs) in chunks of 512 along the
 //! sum: each output element is a chain of fused multiply-adds over its chunk, and the chunks'
-//! totals are added into the destination in order. At these shapes its packing of both
-//! operands, padded to its kernel's 32 x 6 tile, costs more than the arithmetic, and its blocks
-//! of rows share that packing badly across threads (the `[61 x 20]` product: 68 µs whole, 42
-//! and 45 µs as two row blocks). Here each output element takes the same chain in the same
-//! order, so the bits are the crate's (the tests compare them): a tile of 16 rows x up to 12
-//! columns in AVX-512 registers, each step of the sum one vector of xᵀ's column (x's row, as it
-//! stands) and a few scalars of dz's row, with no copies; the tiles' rows spread over the pool.
-//! Each element is summed by one thread, so the thread count does not change a bit.
+//! totals are added into the destination in order. At these shapes it runs far below its
+//! peak, and its blocks of rows gain little across threads (the `[61 x 20]` product: 68 µs
+//! whole, 42 and 45 µs as two row blocks). Here each output element takes the same chain in
+//! the same order, so the bits are the crate's (the tests compare them): a tile of 16 rows x up
+//! to 12 columns in AVX-512 registers, each step of the sum one vector of lhs's column (x's
+//! row, as it stands) and a few scalars of rhs's row, with no copies; the tiles' rows spread
+//! over the pool. Each element is summed by one thread, so the thread count does not change a
+//! bit.
 
 use super::kernels::{SendPtr, SendView, View};
 use crate::device::simd::{Simd, detected};
@@ -100,9 +102,12 @@ unsafe fn rows_into(
             let sums = unsafe { tile(cols, len, (lhs, l_cs, rows), (rhs.add(col), r_rs)) };
             for (q, column) in sums.iter().enumerate().take(cols) {
                 for (p, &sum) in column.iter().enumerate().take(rows) {
-                    // SAFETY: row first + p < m and column col + q < n of dst.
-                    let d = unsafe { &mut *dst.add((first + p) * n + col + q) };
-                    *d = if keep || c > 0 { *d + sum } else { sum };
+                    // SAFETY: row first + p < m and column col + q < n of dst, read only
+                    // once written (by the caller when keep, by an earlier chunk otherwise).
+                    unsafe {
+                        let d = dst.add((first + p) * n + col + q);
+                        d.write(if keep || c > 0 { d.read() + sum } else { sum });
+                    }
                 }
             }
             col += cols;
@@ -231,8 +236,24 @@ mod tests {
     #[test]
     fn long_sums_give_the_gemm_crates_bits_on_any_thread_count() {
         // tabular-mlp's two weight gradients, a full 64 x 64, odd shapes, sums just past a
-        // chunk and just at the threshold, with and without a kept destination.
-        let shapes = [
+        // chunk and just at the threshold, with and without a kept destination, and every
+        // tile width from 2 to 12 (none is narrower: n >= 2 columns are shared evenly). On a
+        // CPU without AVX-512 this compares the path gemm_into takes there with the crate.
+        let widths = [
+            (16, 2, 600),
+            (33, 3, 600),
+            (16, 4, 300),
+            (20, 6, 600),
+            (9, 7, 600),
+        ];
+        let more = [
+            (16, 8, 600),
+            (30, 9, 600),
+            (16, 12, 600),
+            (64, 24, 300),
+            (5, 48, 600),
+        ];
+        let shapes = widths.into_iter().chain(more).chain([
             (61, 20, 2048),
             (20, 10, 2048),
             (64, 64, 700),
@@ -240,7 +261,7 @@ mod tests {
             (3, 64, 513),
             (64, 5, 256),
             (40, 40, 3001),
-        ];
+        ]);
         for (m, n, k) in shapes {
             let operands = (
                 (std::ptr::null(), 1, m as isize),
