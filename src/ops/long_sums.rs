@@ -6,13 +6,13 @@
 //! The gemm crate sums such a product (at most 64 x 64 outputs) in chunks of 512 along the
 //! sum: each output element is a chain of fused multiply-adds over its chunk, and the chunks'
 //! totals are added into the destination in order. At these shapes it runs far below its
-//! peak, and its blocks of rows gain little across threads (the `[61 x 20]` product: 68 µs
-//! whole, 42 and 45 µs as two row blocks). Here each output element takes the same chain in
-//! the same order, so the bits are the crate's (the tests compare them): a tile of 16 rows x up
-//! to 12 columns in AVX-512 registers, each step of the sum one vector of lhs's column (x's
-//! row, as it stands) and a few scalars of rhs's row, with no copies; the tiles' rows spread
-//! over the pool. Each element is summed by one thread, so the thread count does not change a
-//! bit.
+//! peak, and its blocks of rows gain little across threads (the `[61 x 20]` product: 73 to
+//! 77 µs whole, 44 to 48 µs as each of two row blocks). Here each output element takes the
+//! same chain in the same order, so the bits are the crate's (the tests compare them): a tile
+//! of 16 rows x up to 12 columns in AVX-512 registers, each step of the sum one vector of
+//! lhs's column (x's row, as it stands) and a few scalars of rhs's row, with no copies; the
+//! tiles' rows spread over the pool. Each element is summed by one thread, so the thread
+//! count does not change a bit.
 
 use super::kernels::{SendPtr, SendView, View};
 use crate::device::simd::{Simd, detected};
