@@ -111,16 +111,21 @@ fn sigmoid(x: f32) -> f32 {
     }
 }
 
-/// `f(z, y)` of each row into a new `[n]` buffer, spread over the pool when there are enough rows.
-fn rows_of(z: &[f32], y: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
-    let mut out = vec![0f32; z.len()];
+/// `f(z, y)` of each of the `n` rows of logits and targets into a new `[n]` buffer, spread over
+/// the pool when there are enough rows.
+fn rows_of(logits: FlexTensor, y: FlexTensor, f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
+    let n = logits.layout().num_elements();
+    let (z, z_range) = contiguous(logits, n);
+    let (y, y_range) = contiguous(y, n);
+    let (z, y) = (&z.storage::<f32>()[z_range], &y.storage::<f32>()[y_range]);
+    let mut out = vec![0f32; n];
     let each = |(piece, out): (usize, &mut [f32])| {
         let first = piece * CHUNK;
         for ((o, &z), &t) in out.iter_mut().zip(&z[first..]).zip(&y[first..]) {
             *o = f(z, t);
         }
     };
-    match parallel(z.len()) {
+    match parallel(n) {
         true => out.par_chunks_mut(CHUNK).enumerate().for_each(each),
         false => out.chunks_mut(CHUNK).enumerate().for_each(each),
     }
@@ -135,10 +140,7 @@ fn rows_of(z: &[f32], y: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32>
 pub fn mean_forward(logits: FlexTensor, y: FlexTensor) -> FlexTensor {
     assert_eq!(logits.layout().shape(), y.layout().shape(), "shapes differ");
     let n = logits.layout().num_elements();
-    let (z, z_range) = contiguous(logits, n);
-    let (y, y_range) = contiguous(y, n);
-    let (z, t) = (&z.storage::<f32>()[z_range], &y.storage::<f32>()[y_range]);
-    let terms = rows_of(z, t, |z, t| (-t + 1.0) * z - log_sigmoid(z));
+    let terms = rows_of(logits, y, |z, t| (-t + 1.0) * z - log_sigmoid(z));
     Flex::float_mean(FlexTensor::from_data(TensorData::new(terms, [n])))
 }
 
@@ -152,10 +154,7 @@ pub fn mean_backward(logits: FlexTensor, y: FlexTensor, dloss: FlexTensor) -> Fl
     let (dloss, dl_range) = contiguous(dloss, 1);
     // Burn's mean scales by 1/n as an f64 scalar, which its CPU backend applies as f32.
     let g = (1.0 / n as f64) as f32 * dloss.storage::<f32>()[dl_range][0];
-    let (z, z_range) = contiguous(logits, n);
-    let (y, y_range) = contiguous(y, n);
-    let (z, t) = (&z.storage::<f32>()[z_range], &y.storage::<f32>()[y_range]);
-    let grads = rows_of(z, t, |z, t| g * (-t + 1.0) + -g * sigmoid(-z));
+    let grads = rows_of(logits, y, |z, t| g * (-t + 1.0) + -g * sigmoid(-z));
     FlexTensor::from_data(TensorData::new(grads, shape))
 }
 

@@ -809,10 +809,10 @@ pub fn linear_backward(
         tensor(unsafe { assume_init(dx) }, m, k)
     };
     // When both are needed, the two products run side by side, each on one thread
-    // ([`side_by_side`]).
+    // ([`gradients_side_by_side`]).
     // dx's first copy (dzᵀ or wᵀ) comes first, over the pool: inside the join it would leave
     // dw's thread waiting. A turned plan's copy back runs on dx's thread, inside the join.
-    let side_by_side = need_dx && side_by_side(m * n * k, rayon::current_num_threads());
+    let side_by_side = need_dx && gradients_side_by_side(m * n * k, rayon::current_num_threads());
     let products = || {
         if side_by_side {
             let plan = dx_plan(true);
@@ -842,7 +842,7 @@ pub fn linear_backward(
 /// blocks, beside dx) ran 1.09x faster than with dx alone split (Emerald Rapids, 4 rounds), and
 /// fashion-mlp's output layer as fast. On more threads, products below the column blocks'
 /// size are left to the row blocks, which use every thread.
-fn side_by_side(work: usize, threads: usize) -> bool {
+fn gradients_side_by_side(work: usize, threads: usize) -> bool {
     match threads {
         0 | 1 => false,
         2 => work >= ROW_BLOCK_WORK,

@@ -28,7 +28,8 @@ const COLS: usize = 12;
 /// The gemm crate's chunk along the sum for outputs of at most 64 x 64.
 const CHUNK: usize = 512;
 
-/// Sums shorter than this stay with the gemm crate: its packing costs less there.
+/// Shorter sums stay with the gemm crate: the kernel was measured on sums of 512 rows and more
+/// (tabular-mlp's weight gradients, fashion-mlp's output layer).
 const LONG: usize = 256;
 
 /// Whether [`product_into`] computes `m x n` outputs summed over `k`: on AVX-512, for an output
@@ -115,8 +116,8 @@ unsafe fn rows_into(
     }
 }
 
-/// [`tile_sums`] for a tile `cols` wide (1 to COLS), each width its own loop with its
-/// accumulators in registers.
+/// [`tile_sums`] for a tile `cols` wide (2 to COLS: [`rows_into`] shares n >= 2 columns
+/// evenly), each width its own loop with its accumulators in registers.
 ///
 /// # Safety
 /// As for [`tile_sums`].
@@ -136,7 +137,7 @@ unsafe fn tile(
             }
         };
     }
-    widths!(1 2 3 4 5 6 7 8 9 10 11 12)
+    widths!(2 3 4 5 6 7 8 9 10 11 12)
 }
 
 /// One chunk's sums of a tile of `C` columns: for each column q, `Σ_s lhs[s] · rhs[s][q]` over
