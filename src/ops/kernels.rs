@@ -378,6 +378,15 @@ pub(super) unsafe fn gemm_into(
     let product = (dst, (m, n, k), keep, (lhs, rhs), act);
     // SAFETY (every call): forwarded from the caller.
     #[cfg(target_arch = "x86_64")]
+    if act == super::Activation::Identity
+        && let Some(kernel) = super::vector_products::kernel_for((m, n, k), keep, (lhs, rhs))
+    {
+        let operands = (lhs, rhs);
+        return unsafe {
+            super::vector_products::product_into(kernel, dst, (m, n, k), keep, operands)
+        };
+    }
+    #[cfg(target_arch = "x86_64")]
     if act == super::Activation::Identity && super::long_sums::applies((m, n, k), (lhs, rhs)) {
         let split = split && work >= ROW_BLOCK_WORK;
         return unsafe { super::long_sums::product_into(dst, (m, n, k), keep, (lhs, rhs), split) };

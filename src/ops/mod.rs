@@ -29,6 +29,8 @@ mod scalar_mse;
 mod shared_input;
 mod subnormals;
 mod transpose;
+#[cfg(target_arch = "x86_64")]
+mod vector_products;
 
 use burn::backend::Flex;
 use burn::prelude::*;
