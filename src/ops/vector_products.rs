@@ -10,11 +10,11 @@
 //! each output element is computed by the very operations the crate uses, in its order, but
 //! 16 elements at once: the bits are the crate's (the tests compare them), in less time.
 //!
-//! On AVX-512 only, where the crate's vectors are 16 lanes and ember's kernels can hold 16 rows
-//! in one register; elsewhere the crate's own kernels run, unchanged.
+//! On AVX-512 and AVX2 (with FMA): the crate's vectors there are 16 and 8 lanes, and ember's
+//! kernels hold as many rows in one register. Elsewhere the crate's own kernels run.
 
 use super::kernels::View;
-use crate::device::simd::{Simd, detected};
+use crate::device::simd::{Simd, detected, gemm_kernel};
 use std::arch::x86_64::*;
 
 /// Which of the crate's kernels a product takes, copied here.
@@ -29,8 +29,16 @@ pub(super) enum Kernel {
     Outer,
 }
 
-/// The lanes of the crate's AVX-512 vectors, and of ember's.
-const LANES: usize = 16;
+/// The lanes of the crate's vectors on this CPU, where ember's kernels run at the same width:
+/// its AVX-512 kernel wherever avx512f is present, its AVX2 one wherever FMA is; `None` for
+/// its scalar fallback, which rounds each product, or where ember's level would not match.
+fn lanes() -> Option<usize> {
+    match (gemm_kernel(), detected()) {
+        ("avx512f", Simd::Avx512) => Some(16),
+        ("fma", Simd::Avx2) => Some(8),
+        _ => None,
+    }
+}
 
 /// The kernel for `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]` (`dst` row-major),
 /// where the crate would take one of the kernels copied here; `None` elsewhere. The conditions
@@ -44,8 +52,9 @@ pub(super) fn kernel_for(
     keep: bool,
     ((_, l_rs, l_cs), (_, r_rs, _)): (View, View),
 ) -> Option<Kernel> {
+    let lanes = lanes()?;
     let lane_wise = l_cs == 1 && r_rs == 1 && m * n <= 256;
-    if detected() != Simd::Avx512 || lane_wise || k == 0 {
+    if lane_wise || k == 0 {
         return None;
     }
     if k == 1 {
@@ -60,7 +69,7 @@ pub(super) fn kernel_for(
         (1, _) => Some(Kernel::ColumnChains),
         // Rows of 8 vectors or more start with eight vectors of partial sums, not copied here;
         // the gather's offsets are 32-bit.
-        (_, 1) if r_rs == 1 && k < 8 * LANES && l_rs < i32::MAX as isize / 16 => {
+        (_, 1) if r_rs == 1 && k < 8 * lanes && l_rs < i32::MAX as isize / 16 => {
             Some(Kernel::RowDots)
         }
         _ => None,
@@ -73,11 +82,53 @@ pub(super) fn kernel_for(
 /// `kernel` is [`kernel_for`]'s answer for these arguments; `dst` holds `m * n` writable
 /// elements (initialised when `keep`); `lhs` and `rhs` address `m x k` and `k x n` elements
 /// through their strides.
-#[target_feature(enable = "avx512f,fma")]
 pub(super) unsafe fn product_into(
     kernel: Kernel,
     dst: *mut f32,
-    (m, n, k): (usize, usize, usize),
+    dims: (usize, usize, usize),
+    keep: bool,
+    operands: (View, View),
+) {
+    // SAFETY: forwarded from the caller; kernel_for found the CPU's level.
+    unsafe {
+        match detected() {
+            Simd::Avx512 => at_avx512(kernel, dst, dims, keep, operands),
+            _ => at_avx2(kernel, dst, dims, keep, operands),
+        }
+    }
+}
+
+/// [`products`] in 16-lane vectors.
+///
+/// # Safety
+/// As for [`product_into`], on a CPU with AVX-512.
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn at_avx512(kernel: Kernel, dst: *mut f32, dims: Dims, keep: bool, operands: (View, View)) {
+    // SAFETY: forwarded from the caller.
+    unsafe { products::<__m512>(kernel, dst, dims, keep, operands) }
+}
+
+/// [`products`] in 8-lane vectors.
+///
+/// # Safety
+/// As for [`product_into`], on a CPU with AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn at_avx2(kernel: Kernel, dst: *mut f32, dims: Dims, keep: bool, operands: (View, View)) {
+    // SAFETY: forwarded from the caller.
+    unsafe { products::<__m256>(kernel, dst, dims, keep, operands) }
+}
+
+type Dims = (usize, usize, usize);
+
+/// [`product_into`] in vectors `V`, inlined into each level's build.
+///
+/// # Safety
+/// As for [`product_into`], on a CPU with `V`'s level.
+#[inline(always)]
+unsafe fn products<V: Lanes>(
+    kernel: Kernel,
+    dst: *mut f32,
+    (m, n, k): Dims,
     keep: bool,
     ((l, l_rs, l_cs), (r, r_rs, r_cs)): (View, View),
 ) {
@@ -85,26 +136,29 @@ pub(super) unsafe fn product_into(
     unsafe {
         match kernel {
             Kernel::RowDots => {
-                for first in (0..m).step_by(LANES) {
+                for first in (0..m).step_by(V::N) {
                     let x = (l.offset(first as isize * l_rs), l_rs);
-                    let rows = LANES.min(m - first);
-                    row_dots(dst.add(first), rows, x, (r, k), keep);
+                    let rows = V::N.min(m - first);
+                    row_dots::<V>(dst.add(first), rows, x, (r, k), keep);
                 }
             }
             Kernel::ColumnChains => {
-                for first in (0..m).step_by(LANES) {
+                for first in (0..m).step_by(V::N) {
                     let x = (l.add(first), l_cs);
-                    let rows = LANES.min(m - first);
-                    column_chains(dst.add(first), rows, x, (r, r_rs, k), keep);
+                    let rows = V::N.min(m - first);
+                    column_chains::<V>(dst.add(first), rows, x, (r, r_rs, k), keep);
                 }
             }
             Kernel::Outer => {
                 // dst may be uninitialised: written through the pointer, never referenced.
                 let row: Vec<f32> = (0..n).map(|j| *r.offset(j as isize * r_cs)).collect();
                 for i in 0..m {
-                    let (a, out) = (*l.offset(i as isize * l_rs), dst.add(i * n));
-                    for (j, &b) in row.iter().enumerate() {
-                        out.add(j).write(a * b);
+                    let (a, out) = (V::splat(*l.offset(i as isize * l_rs)), dst.add(i * n));
+                    for j in (0..n).step_by(V::N) {
+                        let mask = V::mask(V::N.min(n - j));
+                        V::load(mask, row.as_ptr().add(j))
+                            .mul(a)
+                            .store(mask, out.add(j));
                     }
                 }
             }
@@ -112,99 +166,227 @@ pub(super) unsafe fn product_into(
     }
 }
 
-/// The first `rows` of 16 lanes.
-fn mask(rows: usize) -> __mmask16 {
-    ((1u32 << rows) - 1) as u16
+/// A vector of f32 at one level, with what the kernels here do with it; the masks keep the
+/// first `rows` lanes. Every method is inlined into a function built for that level.
+///
+/// # Safety (every method)
+/// The CPU has the vector's level; a pointer addresses the masked lanes' elements (at
+/// `offsets` for a gather).
+trait Lanes: Copy {
+    /// Lanes in a vector: the crate's vectors at this level are as wide.
+    const N: usize;
+    type Mask: Copy;
+    type Offsets: Copy;
+    unsafe fn mask(rows: usize) -> Self::Mask;
+    /// Lane `i` at `i · stride` elements.
+    unsafe fn offsets(stride: isize) -> Self::Offsets;
+    unsafe fn zero() -> Self;
+    unsafe fn splat(v: f32) -> Self;
+    unsafe fn add(self, other: Self) -> Self;
+    unsafe fn mul(self, other: Self) -> Self;
+    /// `self · b + c`, fused.
+    unsafe fn fmadd(self, b: Self, c: Self) -> Self;
+    /// The masked lanes from `p` on, zero past them.
+    unsafe fn load(mask: Self::Mask, p: *const f32) -> Self;
+    /// The masked lanes from `base` at `offsets`, zero past them.
+    unsafe fn gather(mask: Self::Mask, base: *const f32, offsets: Self::Offsets) -> Self;
+    unsafe fn store(self, mask: Self::Mask, p: *mut f32);
 }
 
-/// `rows` (at most 16) of a one-column forward, `dst[i] = (keep ? dst[i] : 0) + x_i · w` for
-/// rows `x_i` of `k` elements `x_rs` apart and a contiguous `w`, in the order of the crate's
-/// `mixed_gemv_rowmajor` with its 16-lane vectors (for `k < 128`, where it starts from zero
-/// vectors): lane `l` sums the products at `l`, `l + 16`, ... below the last whole vector by
-/// fused multiply-adds; the lanes are added in order; the rest of the row is fused onto that
-/// one by one; then the destination is added. One register holds the 16 rows' sums.
+impl Lanes for __m512 {
+    const N: usize = 16;
+    type Mask = __mmask16;
+    type Offsets = __m512i;
+    #[inline(always)]
+    unsafe fn mask(rows: usize) -> __mmask16 {
+        ((1u32 << rows) - 1) as u16
+    }
+    #[inline(always)]
+    unsafe fn offsets(stride: isize) -> __m512i {
+        // SAFETY: as the trait requires.
+        unsafe {
+            let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            _mm512_mullo_epi32(lanes, _mm512_set1_epi32(stride as i32))
+        }
+    }
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        // SAFETY: as the trait requires.
+        unsafe { _mm512_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        // SAFETY: as the trait requires.
+        unsafe { _mm512_set1_ps(v) }
+    }
+    #[inline(always)]
+    unsafe fn add(self, other: Self) -> Self {
+        // SAFETY: as the trait requires.
+        unsafe { _mm512_add_ps(self, other) }
+    }
+    #[inline(always)]
+    unsafe fn mul(self, other: Self) -> Self {
+        // SAFETY: as the trait requires.
+        unsafe { _mm512_mul_ps(self, other) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(self, b: Self, c: Self) -> Self {
+        // SAFETY: as the trait requires.
+        unsafe { _mm512_fmadd_ps(self, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn load(mask: __mmask16, p: *const f32) -> Self {
+        unsafe { _mm512_maskz_loadu_ps(mask, p) }
+    }
+    #[inline(always)]
+    unsafe fn gather(mask: __mmask16, base: *const f32, offsets: __m512i) -> Self {
+        unsafe { _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), mask, offsets, base) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, mask: __mmask16, p: *mut f32) {
+        unsafe { _mm512_mask_storeu_ps(p, mask, self) }
+    }
+}
+
+impl Lanes for __m256 {
+    const N: usize = 8;
+    /// The sign bit of each kept lane.
+    type Mask = __m256i;
+    type Offsets = __m256i;
+    #[inline(always)]
+    unsafe fn mask(rows: usize) -> __m256i {
+        // SAFETY: as the trait requires.
+        unsafe {
+            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(rows as i32), lanes)
+        }
+    }
+    #[inline(always)]
+    unsafe fn offsets(stride: isize) -> __m256i {
+        // SAFETY: as the trait requires.
+        unsafe {
+            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            _mm256_mullo_epi32(lanes, _mm256_set1_epi32(stride as i32))
+        }
+    }
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        // SAFETY: as the trait requires.
+        unsafe { _mm256_setzero_ps() }
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f32) -> Self {
+        // SAFETY: as the trait requires.
+        unsafe { _mm256_set1_ps(v) }
+    }
+    #[inline(always)]
+    unsafe fn add(self, other: Self) -> Self {
+        // SAFETY: as the trait requires.
+        unsafe { _mm256_add_ps(self, other) }
+    }
+    #[inline(always)]
+    unsafe fn mul(self, other: Self) -> Self {
+        // SAFETY: as the trait requires.
+        unsafe { _mm256_mul_ps(self, other) }
+    }
+    #[inline(always)]
+    unsafe fn fmadd(self, b: Self, c: Self) -> Self {
+        // SAFETY: as the trait requires.
+        unsafe { _mm256_fmadd_ps(self, b, c) }
+    }
+    #[inline(always)]
+    unsafe fn load(mask: __m256i, p: *const f32) -> Self {
+        unsafe { _mm256_maskload_ps(p, mask) }
+    }
+    #[inline(always)]
+    unsafe fn gather(mask: __m256i, base: *const f32, offsets: __m256i) -> Self {
+        // SAFETY: as the trait requires.
+        unsafe {
+            let (zero, mask) = (_mm256_setzero_ps(), _mm256_castsi256_ps(mask));
+            _mm256_mask_i32gather_ps::<4>(zero, base, offsets, mask)
+        }
+    }
+    #[inline(always)]
+    unsafe fn store(self, mask: __m256i, p: *mut f32) {
+        unsafe { _mm256_maskstore_ps(p, mask, self) }
+    }
+}
+
+/// `rows` (at most `V::N`) of a one-column forward, `dst[i] = (keep ? dst[i] : 0) + x_i · w`
+/// for rows `x_i` of `k` elements `x_rs` apart and a contiguous `w`, in the order of the
+/// crate's `mixed_gemv_rowmajor` with its vectors of `V::N` lanes (for `k < 8 V::N`, where it
+/// starts from zero vectors): lane `l` sums the products at `l`, `l + V::N`, ... below the last
+/// whole vector by fused multiply-adds; the lanes are added in order; the rest of the row is
+/// fused onto that one by one; then the destination is added. One register holds the rows'
+/// sums.
 ///
 /// # Safety
-/// `dst` holds `rows` elements (initialised when `keep`); `x` addresses `rows` rows of `k`.
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn row_dots(
+/// `dst` holds `rows` elements (initialised when `keep`); `x` addresses `rows` rows of `k`;
+/// the CPU has `V`'s level.
+#[inline(always)]
+unsafe fn row_dots<V: Lanes>(
     dst: *mut f32,
     rows: usize,
     (x, x_rs): (*const f32, isize),
     (w, k): (*const f32, usize),
     keep: bool,
 ) {
-    let mask = mask(rows);
-    let offsets = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(x_rs as i32),
-    );
-    // SAFETY: the masked-off rows are not read; d < k is inside each row and inside w.
-    let term = |d: usize, sum: __m512| unsafe {
-        let column = _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), mask, offsets, x.add(d));
-        _mm512_fmadd_ps(column, _mm512_set1_ps(*w.add(d)), sum)
-    };
-    let whole = k / LANES * LANES;
-    let mut sum = _mm512_setzero_ps();
-    if whole > 0 {
-        for lane in 0..LANES {
-            let chain = (lane..whole)
-                .step_by(LANES)
-                .fold(_mm512_setzero_ps(), |c, d| term(d, c));
-            sum = if lane == 0 {
-                chain
-            } else {
-                _mm512_add_ps(sum, chain)
-            };
-        }
-    }
-    sum = (whole..k).fold(sum, |s, d| term(d, s));
-    // SAFETY: the first `rows` elements of dst, read only when kept (initialised).
+    // SAFETY (every call): the masked-off rows are not read; d < k is inside each row and
+    // inside w; the first `rows` elements of dst are read only when kept (initialised).
     unsafe {
-        if keep {
-            sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(mask, dst));
+        let (mask, offsets) = (V::mask(rows), V::offsets(x_rs));
+        let term =
+            |d: usize, sum: V| V::gather(mask, x.add(d), offsets).fmadd(V::splat(*w.add(d)), sum);
+        let whole = k / V::N * V::N;
+        let mut sum = V::zero();
+        if whole > 0 {
+            for lane in 0..V::N {
+                let chain = (lane..whole)
+                    .step_by(V::N)
+                    .fold(V::zero(), |c, d| term(d, c));
+                sum = if lane == 0 { chain } else { sum.add(chain) };
+            }
         }
-        _mm512_mask_storeu_ps(dst, mask, sum);
+        sum = (whole..k).fold(sum, |s, d| term(d, s));
+        if keep {
+            sum = sum.add(V::load(mask, dst));
+        }
+        sum.store(mask, dst);
     }
 }
 
-/// `rows` (at most 16) of a one-column weight gradient, `dst[i] = (keep ? dst[i] : 0) +
+/// `rows` (at most `V::N`) of a one-column weight gradient, `dst[i] = (keep ? dst[i] : 0) +
 /// Σ_d x[d][i] · dz[d]` for `x`'s rows `x_cs` apart, in the order of the crate's
 /// `mixed_gemv_colmajor`: a fresh destination starts from the first product, rounded; every
 /// later term (and the first onto a kept one) is a fused multiply-add, in order. One register
-/// holds the 16 rows' sums.
+/// holds the rows' sums.
 ///
 /// # Safety
 /// `dst` holds `rows` elements (initialised when `keep`); `x` addresses `rows` elements of each
-/// of `k` rows; `dz` addresses `k` elements `dz_rs` apart.
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn column_chains(
+/// of `k` rows; `dz` addresses `k` elements `dz_rs` apart; the CPU has `V`'s level.
+#[inline(always)]
+unsafe fn column_chains<V: Lanes>(
     dst: *mut f32,
     rows: usize,
     (x, x_cs): (*const f32, isize),
     (dz, dz_rs, k): (*const f32, isize, usize),
     keep: bool,
 ) {
-    let mask = mask(rows);
-    // SAFETY: the masked-off lanes are not read; d < k is inside x and dz.
-    let (column, dz) = unsafe {
-        (
-            |d: usize| _mm512_maskz_loadu_ps(mask, x.offset(d as isize * x_cs)),
-            |d: usize| _mm512_set1_ps(*dz.offset(d as isize * dz_rs)),
-        )
-    };
-    // SAFETY: the first `rows` elements of dst, read only when kept (initialised).
-    let mut sum = match keep {
-        true => _mm512_fmadd_ps(column(0), dz(0), unsafe {
-            _mm512_maskz_loadu_ps(mask, dst)
-        }),
-        false => _mm512_mul_ps(column(0), dz(0)),
-    };
-    for d in 1..k {
-        sum = _mm512_fmadd_ps(column(d), dz(d), sum);
+    // SAFETY (every call): the masked-off lanes are not read; d < k is inside x and dz; the
+    // first `rows` elements of dst are read only when kept (initialised).
+    unsafe {
+        let mask = V::mask(rows);
+        let column = |d: usize| V::load(mask, x.offset(d as isize * x_cs));
+        let dz = |d: usize| V::splat(*dz.offset(d as isize * dz_rs));
+        let mut sum = match keep {
+            true => column(0).fmadd(dz(0), V::load(mask, dst)),
+            false => column(0).mul(dz(0)),
+        };
+        for d in 1..k {
+            sum = column(d).fmadd(dz(d), sum);
+        }
+        sum.store(mask, dst);
     }
-    // SAFETY: as above.
-    unsafe { _mm512_mask_storeu_ps(dst, mask, sum) };
 }
 
 #[cfg(test)]
@@ -266,8 +448,8 @@ mod tests {
 
     #[test]
     fn one_column_products_give_the_gemm_crates_bits() {
-        // On a CPU without AVX-512 this compares the crate with itself.
-        let avx512 = detected() == Simd::Avx512;
+        // Where none applies (no AVX2), this compares the crate with itself.
+        let ours = lanes().is_some();
         // Forward dot products: rows shorter than a vector, whole vectors, whole vectors and a
         // rest, up to the longest copied; rows in views wider than k; blocks with a rest.
         for (m, k, l_rs) in [
@@ -284,7 +466,7 @@ mod tests {
                 (std::ptr::null(), l_rs as isize, 1),
                 (std::ptr::null(), 1, 1),
             );
-            let expected = avx512.then_some(Kernel::RowDots);
+            let expected = lanes().filter(|&l| k < 8 * l).map(|_| Kernel::RowDots);
             assert_eq!(
                 kernel_for((m, 1, k), true, plain),
                 expected,
@@ -301,7 +483,7 @@ mod tests {
         // Weight gradients: fewer weights than a vector, a vector and a rest; long sums.
         for (m, k) in [(10, 2048), (16, 300), (37, 1000), (5, 3), (300, 3)] {
             let xt = ((std::ptr::null(), 1, m as isize), (std::ptr::null(), 1, 1));
-            let expected = avx512.then_some(Kernel::ColumnChains);
+            let expected = ours.then_some(Kernel::ColumnChains);
             assert_eq!(kernel_for((m, 1, k), false, xt), expected);
             for keep in [false, true] {
                 let [ours, crates] = both((m, 1, k), keep, true, m);
@@ -315,6 +497,90 @@ mod tests {
         for (m, n) in [(2048, 10), (300, 1), (129, 2)] {
             let [ours, crates] = both((m, n, 1), false, false, 1);
             assert!(same_bits(&ours, &crates), "({m}, {n}, 1)");
+        }
+    }
+
+    /// A one-column product `[m, k] · [k, 1]` by the crate's own matrix-vector kernel at
+    /// `simd`'s width, and by ember's kernel at `ours`; lhs rows of x `[m, k]` (`RowDots`) or
+    /// the transpose of x `[k, m]` (`ColumnChains`).
+    fn at_both_ends<S: gemm_common::simd::MixedSimd<f32, f32, f32, f32>>(
+        (simd, ours): (S, OursAt),
+        kernel: Kernel,
+        (m, k): (usize, usize),
+        keep: bool,
+    ) -> [Vec<f32>; 2] {
+        let (x, w) = (values(m * k, 4), values(k, 5));
+        let (mut theirs, mut mine) = (values(m, 6), values(m, 6));
+        let alpha = if keep { 1.0 } else { 0.0 };
+        let (xp, wp) = (x.as_ptr(), w.as_ptr());
+        let lhs = match kernel {
+            Kernel::RowDots => (xp, k as isize, 1),
+            _ => (xp, 1, m as isize),
+        };
+        // SAFETY: the destinations hold m elements; x m x k elements through either layout,
+        // w k elements; the CPU has both levels (checked by the caller).
+        unsafe {
+            let dst = theirs.as_mut_ptr();
+            match kernel {
+                Kernel::RowDots => gemm_common::gemv::mixed_gemv_rowmajor(
+                    simd, m, 1, k, dst, 1, 1, xp, 1, k as isize, wp, 1, 1, alpha, 1.0,
+                ),
+                _ => gemm_common::gemv::mixed_gemv_colmajor(
+                    simd, m, 1, k, dst, 1, 1, xp, m as isize, 1, wp, 1, 1, alpha, 1.0,
+                ),
+            }
+            ours(
+                kernel,
+                mine.as_mut_ptr(),
+                (m, 1, k),
+                keep,
+                (lhs, (wp, 1, 1)),
+            );
+        }
+        [mine, theirs]
+    }
+
+    type OursAt = unsafe fn(Kernel, *mut f32, Dims, bool, (View, View));
+
+    #[test]
+    fn both_widths_follow_the_crates_kernels_at_the_same_width() {
+        // The 8-lane kernels against the crate's AVX2 ones on any CPU with AVX2 (AVX-512 ones
+        // included, where gemm_into takes the 16 lanes), and the 16-lane ones against its
+        // AVX-512 ones where the CPU has them.
+        let Some(v3) = gemm_common::simd::V3::try_new() else {
+            assert_eq!(lanes(), None, "without AVX2 the crate's kernels run");
+            return;
+        };
+        let v4 = gemm_common::simd::V4::try_new().filter(|_| detected() == Simd::Avx512);
+        let rows = [
+            (300, 3),
+            (257, 7),
+            (300, 8),
+            (1000, 10),
+            (513, 17),
+            (700, 40),
+            (333, 63),
+        ];
+        let columns = [(10, 2048), (16, 300), (37, 1000), (5, 3), (300, 3)];
+        let cases = rows
+            .map(|shape| (Kernel::RowDots, shape))
+            .into_iter()
+            .chain(columns.map(|shape| (Kernel::ColumnChains, shape)));
+        for (kernel, (m, k)) in cases {
+            for keep in [false, true] {
+                let [ours, crates] = at_both_ends((v3, at_avx2), kernel, (m, k), keep);
+                assert!(
+                    same_bits(&ours, &crates),
+                    "8 lanes, {kernel:?} ({m}, {k}), {keep}"
+                );
+                if let Some(v4) = v4 {
+                    let [ours, crates] = at_both_ends((v4, at_avx512), kernel, (m, k), keep);
+                    assert!(
+                        same_bits(&ours, &crates),
+                        "16 lanes, {kernel:?} ({m}, {k}), {keep}"
+                    );
+                }
+            }
         }
     }
 }
