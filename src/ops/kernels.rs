@@ -381,9 +381,9 @@ pub(super) unsafe fn gemm_into(
     if act == super::Activation::Identity
         && let Some(kernel) = super::vector_products::kernel_for((m, n, k), keep, (lhs, rhs))
     {
-        let operands = (lhs, rhs);
+        let (operands, split) = ((lhs, rhs), split && work >= ROW_BLOCK_WORK);
         return unsafe {
-            super::vector_products::product_into(kernel, dst, (m, n, k), keep, operands)
+            super::vector_products::product_into(kernel, dst, (m, n, k), keep, operands, split)
         };
     }
     #[cfg(target_arch = "x86_64")]

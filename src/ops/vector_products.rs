@@ -8,13 +8,15 @@
 //! through memory, and the outer product is a scalar loop. On an Emerald Rapids Xeon the three
 //! took 19, 9 and 7 µs of a 340 µs tabular-mlp step, on one thread whatever the pool. Here
 //! each output element is computed by the very operations the crate uses, in its order, but
-//! 16 elements at once: the bits are the crate's (the tests compare them), in less time.
+//! a vector of elements at once: the bits are the crate's (the tests compare them), in less
+//! time.
 //!
 //! On AVX-512 and AVX2 (with FMA): the crate's vectors there are 16 and 8 lanes, and ember's
 //! kernels hold as many rows in one register. Elsewhere the crate's own kernels run.
 
-use super::kernels::View;
+use super::kernels::{SendPtr, SendView, View};
 use crate::device::simd::{Simd, detected, gemm_kernel};
+use rayon::prelude::*;
 use std::arch::x86_64::*;
 
 /// Which of the crate's kernels a product takes, copied here.
@@ -22,7 +24,7 @@ use std::arch::x86_64::*;
 pub(super) enum Kernel {
     /// One output column, lhs along its rows: a dot product per row, in the order of the
     /// crate's matrix-vector kernel.
-    RowDots,
+    DotsPerRow,
     /// One output column, lhs along its columns: a chain of fused multiply-adds per element.
     ColumnChains,
     /// A sum of one term into a fresh destination: each element one rounded product.
@@ -46,37 +48,56 @@ fn lanes() -> Option<usize> {
 /// elements with both operands along the sum go to its lane-wise kernel (whether or not it
 /// turns the product over, which it does when `dst`'s rows are longer than one element), sums
 /// of at most two terms to its outer-product kernel, and one output column to a
-/// matrix-vector kernel chosen by lhs's strides; the rest, turned over, to its blocked kernel.
+/// matrix-vector kernel chosen by lhs's strides; the rest to its blocked kernel. Of these,
+/// ember takes one-term sums into a fresh destination, one column with lhs along its columns,
+/// and one column with lhs along its rows where the rows are short ([`dots_pay`]).
 pub(super) fn kernel_for(
     (m, n, k): (usize, usize, usize),
     keep: bool,
     ((_, l_rs, l_cs), (_, r_rs, _)): (View, View),
 ) -> Option<Kernel> {
     let lanes = lanes()?;
+    // A view that runs backwards along the sum is flipped first (which can make the product
+    // lane-wise); such products stay with the crate.
     let lane_wise = l_cs == 1 && r_rs == 1 && m * n <= 256;
-    if lane_wise || k == 0 {
+    if lane_wise || k == 0 || l_cs <= 0 || r_rs <= 0 {
         return None;
     }
     if k == 1 {
         return (!keep).then_some(Kernel::Outer);
     }
-    // Sums of two terms, views that run backwards (the crate flips them first) and several
-    // columns stay with the crate.
-    if n != 1 || k == 2 || l_rs <= 0 || l_cs <= 0 || r_rs <= 0 {
+    // Sums of two terms and several columns stay with the crate.
+    if n != 1 || k == 2 || l_rs <= 0 {
         return None;
     }
     match (l_rs, l_cs) {
         (1, _) => Some(Kernel::ColumnChains),
-        // Rows of 8 vectors or more start with eight vectors of partial sums, not copied here;
-        // the gather's offsets are 32-bit.
-        (_, 1) if r_rs == 1 && k < 8 * lanes && l_rs < i32::MAX as isize / 16 => {
-            Some(Kernel::RowDots)
+        // The gather's offsets are 32-bit.
+        (_, 1) if r_rs == 1 && dots_pay(k, lanes) && l_rs < i32::MAX as isize / 16 => {
+            Some(Kernel::DotsPerRow)
         }
         _ => None,
     }
 }
 
-/// `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]` by `kernel`, with the crate's bits.
+/// Whether [`dots_per_row`] beats the crate's matrix-vector kernel on rows of `k` at `lanes`
+/// (both at the same width; 2,048 rows, one thread, Emerald Rapids, `BENCHMARKS.md`). A
+/// gather costs a load per row and element, where the crate loads whole vectors along a row
+/// and pays a horizontal sum per row. With 16 lanes, rows shorter than 32 gained 1.1x to 5x
+/// (the shorter, the more: below 16 the crate adds up a vector of zeros for each row); with
+/// 8 lanes only rows between one and two vectors gained (1.1x and 1.3x at 10 and 12, 0.7x at
+/// 8, 0.4x to 0.8x from 16). Longer rows would also start with the crate's eight vectors of
+/// partial sums, not copied here.
+fn dots_pay(k: usize, lanes: usize) -> bool {
+    match lanes {
+        16 => k < 32,
+        _ => k > 8 && k < 16,
+    }
+}
+
+/// `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]` by `kernel`, with the crate's bits;
+/// blocks of rows over the pool when `split` (each element is computed whole by one thread,
+/// so the bits do not depend on the split).
 ///
 /// # Safety
 /// `kernel` is [`kernel_for`]'s answer for these arguments; `dst` holds `m * n` writable
@@ -85,18 +106,42 @@ pub(super) fn kernel_for(
 pub(super) unsafe fn product_into(
     kernel: Kernel,
     dst: *mut f32,
-    dims: (usize, usize, usize),
+    (m, n, k): (usize, usize, usize),
     keep: bool,
-    operands: (View, View),
+    (lhs, rhs): (View, View),
+    split: bool,
 ) {
-    // SAFETY: forwarded from the caller; kernel_for found the CPU's level.
-    unsafe {
-        match detected() {
-            Simd::Avx512 => at_avx512(kernel, dst, dims, keep, operands),
-            _ => at_avx2(kernel, dst, dims, keep, operands),
+    let blocks = match split {
+        true => rayon::current_num_threads().min(m / BLOCK_ROWS).max(1),
+        false => 1,
+    };
+    let (dst, lhs, rhs) = (SendPtr(dst), SendView(lhs), SendView(rhs));
+    let rows = |b: usize| {
+        // Blocks start on whole vectors at either width.
+        let start = |b: usize| (b * m / blocks) / BLOCK_ROWS * BLOCK_ROWS;
+        let (first, last) = (start(b), if b + 1 == blocks { m } else { start(b + 1) });
+        let ((l, l_rs, l_cs), dims) = (lhs.get(), (last - first, n, k));
+        // SAFETY: forwarded from the caller; block b reads rows first..last of lhs and writes
+        // the same rows of dst, which no other block writes.
+        unsafe {
+            let (dst, operands) = (
+                dst.get().add(first * n),
+                ((l.offset(first as isize * l_rs), l_rs, l_cs), rhs.get()),
+            );
+            match detected() {
+                Simd::Avx512 => at_avx512(kernel, dst, dims, keep, operands),
+                _ => at_avx2(kernel, dst, dims, keep, operands),
+            }
         }
+    };
+    match blocks {
+        1 => rows(0),
+        _ => (0..blocks).into_par_iter().for_each(rows),
     }
 }
+
+/// Rows per block of a split product at least: a whole vector at either width.
+const BLOCK_ROWS: usize = 16;
 
 /// [`products`] in 16-lane vectors.
 ///
@@ -135,11 +180,11 @@ unsafe fn products<V: Lanes>(
     // SAFETY (every arm): forwarded from the caller; each block writes only its own rows.
     unsafe {
         match kernel {
-            Kernel::RowDots => {
+            Kernel::DotsPerRow => {
                 for first in (0..m).step_by(V::N) {
                     let x = (l.offset(first as isize * l_rs), l_rs);
                     let rows = V::N.min(m - first);
-                    row_dots::<V>(dst.add(first), rows, x, (r, k), keep);
+                    dots_per_row::<V>(dst.add(first), rows, x, (r, k), keep);
                 }
             }
             Kernel::ColumnChains => {
@@ -236,14 +281,17 @@ impl Lanes for __m512 {
     }
     #[inline(always)]
     unsafe fn load(mask: __mmask16, p: *const f32) -> Self {
+        // SAFETY: as the trait requires.
         unsafe { _mm512_maskz_loadu_ps(mask, p) }
     }
     #[inline(always)]
     unsafe fn gather(mask: __mmask16, base: *const f32, offsets: __m512i) -> Self {
+        // SAFETY: as the trait requires.
         unsafe { _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), mask, offsets, base) }
     }
     #[inline(always)]
     unsafe fn store(self, mask: __mmask16, p: *mut f32) {
+        // SAFETY: as the trait requires.
         unsafe { _mm512_mask_storeu_ps(p, mask, self) }
     }
 }
@@ -296,6 +344,7 @@ impl Lanes for __m256 {
     }
     #[inline(always)]
     unsafe fn load(mask: __m256i, p: *const f32) -> Self {
+        // SAFETY: as the trait requires.
         unsafe { _mm256_maskload_ps(p, mask) }
     }
     #[inline(always)]
@@ -308,6 +357,7 @@ impl Lanes for __m256 {
     }
     #[inline(always)]
     unsafe fn store(self, mask: __m256i, p: *mut f32) {
+        // SAFETY: as the trait requires.
         unsafe { _mm256_maskstore_ps(p, mask, self) }
     }
 }
@@ -324,7 +374,7 @@ impl Lanes for __m256 {
 /// `dst` holds `rows` elements (initialised when `keep`); `x` addresses `rows` rows of `k`;
 /// the CPU has `V`'s level.
 #[inline(always)]
-unsafe fn row_dots<V: Lanes>(
+unsafe fn dots_per_row<V: Lanes>(
     dst: *mut f32,
     rows: usize,
     (x, x_rs): (*const f32, isize),
@@ -426,16 +476,17 @@ mod tests {
         let rhs = (rhs_values.as_ptr(), n as isize, 1);
         let (mut ours, mut crates) = (values(m * n, 3), values(m * n, 3));
         let (identity, serial) = (Activation::Identity, gemm::Parallelism::None);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let (dst, operands) = (SendPtr(ours.as_mut_ptr()), (SendView(lhs), SendView(rhs)));
         // SAFETY: both destinations hold m * n initialised elements; the views m x k, k x n.
+        pool.install(|| unsafe {
+            let operands = (operands.0.get(), operands.1.get());
+            gemm_into(dst.get(), (m, n, k), keep, operands, identity, true)
+        });
         unsafe {
-            gemm_into(
-                ours.as_mut_ptr(),
-                (m, n, k),
-                keep,
-                (lhs, rhs),
-                identity,
-                true,
-            );
             let crates_dst = crates.as_mut_ptr();
             gemm_block(crates_dst, n, (m, n, k), keep, (lhs, rhs), identity, serial);
         }
@@ -449,9 +500,10 @@ mod tests {
     #[test]
     fn one_column_products_give_the_gemm_crates_bits() {
         // Where none applies (no AVX2), this compares the crate with itself.
-        let ours = lanes().is_some();
+        let applies = lanes().is_some();
         // Forward dot products: rows shorter than a vector, whole vectors, whole vectors and a
-        // rest, up to the longest copied; rows in views wider than k; blocks with a rest.
+        // rest, up to the longest copied; rows in views wider than k; blocks with a rest. The
+        // last shape of each list is large enough to be split by rows over the 3 threads.
         for (m, k, l_rs) in [
             (2048, 10, 10),
             (300, 3, 3),
@@ -461,12 +513,16 @@ mod tests {
             (700, 40, 41),
             (400, 63, 63),
             (333, 127, 127),
+            (600, 12, 12),
+            (8192, 20, 20),
         ] {
             let plain = (
                 (std::ptr::null(), l_rs as isize, 1),
                 (std::ptr::null(), 1, 1),
             );
-            let expected = lanes().filter(|&l| k < 8 * l).map(|_| Kernel::RowDots);
+            let expected = lanes()
+                .filter(|&l| dots_pay(k, l))
+                .map(|_| Kernel::DotsPerRow);
             assert_eq!(
                 kernel_for((m, 1, k), true, plain),
                 expected,
@@ -481,9 +537,16 @@ mod tests {
             }
         }
         // Weight gradients: fewer weights than a vector, a vector and a rest; long sums.
-        for (m, k) in [(10, 2048), (16, 300), (37, 1000), (5, 3), (300, 3)] {
+        for (m, k) in [
+            (10, 2048),
+            (16, 300),
+            (37, 1000),
+            (5, 3),
+            (300, 3),
+            (64, 4096),
+        ] {
             let xt = ((std::ptr::null(), 1, m as isize), (std::ptr::null(), 1, 1));
-            let expected = ours.then_some(Kernel::ColumnChains);
+            let expected = applies.then_some(Kernel::ColumnChains);
             assert_eq!(kernel_for((m, 1, k), false, xt), expected);
             for keep in [false, true] {
                 let [ours, crates] = both((m, 1, k), keep, true, m);
@@ -493,15 +556,45 @@ mod tests {
                 );
             }
         }
-        // Input gradients: one term per element.
-        for (m, n) in [(2048, 10), (300, 1), (129, 2)] {
+        // Input gradients: one term per element, rows narrower and wider than a vector.
+        for (m, n) in [(2048, 10), (300, 1), (129, 2), (300, 20), (8192, 20)] {
+            let strided = ((std::ptr::null(), 1, 1), (std::ptr::null(), n as isize, 1));
+            let expected = applies.then_some(Kernel::Outer);
+            assert_eq!(
+                kernel_for((m, n, 1), false, strided),
+                expected,
+                "({m}, {n}, 1)"
+            );
             let [ours, crates] = both((m, n, 1), false, false, 1);
             assert!(same_bits(&ours, &crates), "({m}, {n}, 1)");
         }
     }
 
+    #[test]
+    fn kept_lane_wise_and_flipped_products_stay_with_the_crate() {
+        let forwards =
+            |l_cs: isize, r_rs: isize| ((std::ptr::null(), 1, l_cs), (std::ptr::null(), r_rs, 1));
+        // A kept destination, at most 256 outputs along the sum, a flipped view (which the
+        // crate flips back into a lane-wise product), several columns, a sum of two.
+        assert_eq!(kernel_for((300, 10, 1), true, forwards(1, 10)), None);
+        assert_eq!(kernel_for((16, 16, 1), false, forwards(1, 1)), None);
+        assert_eq!(kernel_for((16, 16, 1), false, forwards(-1, -1)), None);
+        assert_eq!(kernel_for((300, 10, 40), false, forwards(1, 10)), None);
+        assert_eq!(
+            kernel_for(
+                (300, 1, 2),
+                false,
+                ((std::ptr::null(), 2, 1), (std::ptr::null(), 1, 1))
+            ),
+            None
+        );
+        // Rows where the crate's dot products are as fast (at either width).
+        let rows = |k: isize| ((std::ptr::null(), k, 1), (std::ptr::null(), 1, 1));
+        assert_eq!(kernel_for((300, 1, 64), false, rows(64)), None);
+    }
+
     /// A one-column product `[m, k] · [k, 1]` by the crate's own matrix-vector kernel at
-    /// `simd`'s width, and by ember's kernel at `ours`; lhs rows of x `[m, k]` (`RowDots`) or
+    /// `simd`'s width, and by ember's kernel at `ours`; lhs rows of x `[m, k]` (`DotsPerRow`) or
     /// the transpose of x `[k, m]` (`ColumnChains`).
     fn at_both_ends<S: gemm_common::simd::MixedSimd<f32, f32, f32, f32>>(
         (simd, ours): (S, OursAt),
@@ -514,7 +607,7 @@ mod tests {
         let alpha = if keep { 1.0 } else { 0.0 };
         let (xp, wp) = (x.as_ptr(), w.as_ptr());
         let lhs = match kernel {
-            Kernel::RowDots => (xp, k as isize, 1),
+            Kernel::DotsPerRow => (xp, k as isize, 1),
             _ => (xp, 1, m as isize),
         };
         // SAFETY: the destinations hold m elements; x m x k elements through either layout,
@@ -522,7 +615,7 @@ mod tests {
         unsafe {
             let dst = theirs.as_mut_ptr();
             match kernel {
-                Kernel::RowDots => gemm_common::gemv::mixed_gemv_rowmajor(
+                Kernel::DotsPerRow => gemm_common::gemv::mixed_gemv_rowmajor(
                     simd, m, 1, k, dst, 1, 1, xp, 1, k as isize, wp, 1, 1, alpha, 1.0,
                 ),
                 _ => gemm_common::gemv::mixed_gemv_colmajor(
@@ -563,9 +656,25 @@ mod tests {
         ];
         let columns = [(10, 2048), (16, 300), (37, 1000), (5, 3), (300, 3)];
         let cases = rows
-            .map(|shape| (Kernel::RowDots, shape))
+            .map(|shape| (Kernel::DotsPerRow, shape))
             .into_iter()
             .chain(columns.map(|shape| (Kernel::ColumnChains, shape)));
+        // The outer product at each width against one rounded product per element (gevv's).
+        for (m, n) in [(2048, 10), (300, 20)] {
+            let (x, w) = (values(m, 4), values(n, 5));
+            let products: Vec<f32> = (0..m * n).map(|e| x[e / n] * w[e % n]).collect();
+            let operands = ((x.as_ptr(), 1, 1), (w.as_ptr(), n as isize, 1));
+            let sixteen = v4.map(|_| (16, at_avx512 as OursAt));
+            for (lanes, at) in [(8, at_avx2 as OursAt)].into_iter().chain(sixteen) {
+                let mut dst = values(m * n, 6);
+                // SAFETY: dst holds m x n elements, x m and w n; the CPU has the level.
+                unsafe { at(Kernel::Outer, dst.as_mut_ptr(), (m, n, 1), false, operands) };
+                assert!(
+                    same_bits(&dst, &products),
+                    "{lanes} lanes, outer ({m}, {n})"
+                );
+            }
+        }
         for (kernel, (m, k)) in cases {
             for keep in [false, true] {
                 let [ours, crates] = at_both_ends((v3, at_avx2), kernel, (m, k), keep);
