@@ -361,6 +361,11 @@ const ROW_BLOCK_WORK: usize = 1 << 17;
 /// [`row_blocks`].
 /// A product that fits neither is left to the gemm crate's own split when it is large.
 ///
+/// Two kinds of product go to ember's own x86 kernels first, which give the crate's bits:
+/// those the crate hands to its matrix-vector and outer-product kernels, a one-unit output
+/// layer's (`vector_products`), and small outputs over long sums, weight gradients
+/// (`long_sums`).
+///
 /// # Safety
 /// `dst` holds `m * n` writable elements (initialised when `keep`); `lhs` and `rhs` address
 /// `m x k` and `k x n` elements through their strides.
