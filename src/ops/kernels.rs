@@ -1185,7 +1185,7 @@ fn input_grads(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::device::simd::{Simd, detected};
 
@@ -1623,7 +1623,7 @@ mod tests {
     }
 
     /// Whether two results are the same floats, bit for bit.
-    fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    pub(in crate::ops) fn same_bits(a: &[f32], b: &[f32]) -> bool {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
     }
 

@@ -180,6 +180,7 @@ unsafe fn tile_sums<const C: usize>(
 mod tests {
     use super::*;
     use crate::ops::Activation;
+    use crate::ops::kernels::tests::same_bits;
     use crate::ops::kernels::{gemm_block, gemm_into};
 
     /// Values with many bits set, of both signs, different for each `salt`.
@@ -278,12 +279,8 @@ mod tests {
                 (1, false, false),
             ] {
                 let [ours, crates] = both(threads, (m, n, k), keep, lhs_t);
-                let same = ours
-                    .iter()
-                    .zip(&crates)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(
-                    same,
+                    same_bits(&ours, &crates),
                     "({m}, {n}, {k}) on {threads} threads, keep {keep}, lhs transposed {lhs_t}"
                 );
             }

@@ -443,6 +443,7 @@ unsafe fn column_chains<V: Lanes>(
 mod tests {
     use super::*;
     use crate::ops::Activation;
+    use crate::ops::kernels::tests::same_bits;
     use crate::ops::kernels::{gemm_block, gemm_into};
 
     /// Values with many bits set, of both signs and a few zeros, different for each `salt`.
@@ -491,10 +492,6 @@ mod tests {
             gemm_block(crates_dst, n, (m, n, k), keep, (lhs, rhs), identity, serial);
         }
         [ours, crates]
-    }
-
-    fn same_bits(a: &[f32], b: &[f32]) -> bool {
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
     }
 
     #[test]
