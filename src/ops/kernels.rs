@@ -248,7 +248,17 @@ dispatch!(sgd_slice, sgd_slice_at, sgd_generic, (g: &mut [f32], w: &[f32], lr: f
 dispatch!(adam_slice, adam_slice_at, adam_generic, (g: &mut [f32], w: &[f32], m: &mut [f32], v: &mut [f32], beta1: f32, beta2: f32, factor: f32, eps: f32, lr: f32));
 dispatch!(relu_slice, relu_slice_at, relu_generic, (values: &mut [f32]));
 dispatch!(relu_grad_slice, relu_grad_slice_at, relu_grad_generic, (grad: &mut [f32], y: &[f32]));
-dispatch!(column_sums, column_sums_at, column_sums_generic, (sums: &mut [f32], rows: &[f32]));
+dispatch!(column_sums_in_memory, column_sums_at, column_sums_generic, (sums: &mut [f32], rows: &[f32]));
+
+/// `sums[j] += rows[i * n + j]` for every row `i` in order, `n = sums.len()`: in registers
+/// where the rows are short (`column_sums`), the same adds either way.
+pub fn column_sums(sums: &mut [f32], rows: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::column_sums::applies(sums.len()) {
+        return super::column_sums::sums_into(sums, rows);
+    }
+    column_sums_in_memory(sums, rows)
+}
 #[rustfmt::skip]
 dispatch!(dropout_slice, dropout_slice_at, dropout_generic, (values: &mut [f32], first: u32, seed: u64, threshold: u32, scale: f32));
 
@@ -822,31 +832,29 @@ pub fn linear_backward(
         unsafe { plan.write(dx.as_mut_ptr().cast(), k, split) };
         tensor(unsafe { assume_init(dx) }, m, k)
     };
+    let grads = |dw, dx, db| super::LinearGrads {
+        dx,
+        dw: tensor(dw, k, n),
+        db: FlexTensor::from_data(burn::tensor::TensorData::new(db, [n])),
+    };
     // When both are needed, the two products run side by side, each on one thread
-    // ([`gradients_side_by_side`]).
+    // ([`gradients_side_by_side`]), and the bias sums after dx: dw takes longer where they
+    // pay (tabular-mlp's second layer).
     // dx's first copy (dzᵀ or wᵀ) comes first, over the pool: inside the join it would leave
     // dw's thread waiting. A turned plan's copy back runs on dx's thread, inside the join.
-    let side_by_side = need_dx && gradients_side_by_side(m * n * k, rayon::current_num_threads());
-    let products = || {
-        if side_by_side {
-            let plan = dx_plan(true);
-            let (dw, dx) = rayon::join(|| dw_of(false), || dx_of(plan, false));
-            (dw, Some(dx))
-        } else {
-            (dw_of(true), need_dx.then(|| dx_of(dx_plan(true), true)))
-        }
-    };
+    if need_dx && gradients_side_by_side(m * n * k, rayon::current_num_threads()) {
+        let plan = dx_plan(true);
+        let (dw, (dx, db)) = rayon::join(|| dw_of(false), || (dx_of(plan, false), db_of()));
+        return grads(dw, Some(dx), db);
+    }
+    let products = || (dw_of(true), need_dx.then(|| dx_of(dx_plan(true), true)));
     // Large bias sums go to another thread while this one starts on the products, which then
     // share what is left of the pool.
     let ((dw, dx), db) = match m * n >= FILL_PARALLEL_ELEMENTS {
         true => rayon::join(products, db_of),
         false => (products(), db_of()),
     };
-    super::LinearGrads {
-        dx,
-        dw: tensor(dw, k, n),
-        db: FlexTensor::from_data(burn::tensor::TensorData::new(db, [n])),
-    }
+    grads(dw, dx, db)
 }
 
 /// Whether a layer's two gradient products of `work` multiply-adds each run side by side on

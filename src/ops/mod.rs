@@ -17,6 +17,8 @@ mod autodiff;
 mod batch_norm;
 mod bce;
 mod channel_sums;
+#[cfg(target_arch = "x86_64")]
+mod column_sums;
 mod conv;
 pub mod dropout;
 mod input_grad;

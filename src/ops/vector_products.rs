@@ -217,7 +217,7 @@ unsafe fn products<V: Lanes>(
 /// # Safety (every method)
 /// The CPU has the vector's level; a pointer addresses the masked lanes' elements (at
 /// `offsets` for a gather).
-trait Lanes: Copy {
+pub(super) trait Lanes: Copy {
     /// Lanes in a vector: the crate's vectors at this level are as wide.
     const N: usize;
     type Mask: Copy;
