@@ -331,6 +331,20 @@ pub fn sgd(g: &mut [f32], w: &[f32], lr: f32) {
 /// Elements per piece of a one-thread SGD pass (16 KiB of each operand).
 const SGD_PIECE: usize = 4096;
 
+/// Elements from which an activation's derivative pass is split across the pool:
+/// tabular-mlp's `[2048 x 20]` and `[2048 x 10]` gradients, whose passes otherwise ran on one
+/// thread while the other waited for the weight gradients' products.
+const DERIVATIVE_PARALLEL_ELEMENTS: usize = 1 << 14;
+
+/// `pass(dz, y)`, split across the pool for large tensors. Element-wise, so the result is the
+/// same bits however it is split.
+fn derivative_over_pool(pass: GradPass, dz: &mut [f32], y: &[f32]) {
+    match chunk_len(dz.len(), DERIVATIVE_PARALLEL_ELEMENTS) {
+        Some(c) => (dz.par_chunks_mut(c).zip(y.par_chunks(c))).for_each(|(dz, y)| pass(dz, y)),
+        None => pass(dz, y),
+    }
+}
+
 /// Rows and columns of a 2-d tensor.
 fn dims(t: &FlexTensor) -> (usize, usize) {
     let s = t.layout().shape();
@@ -396,7 +410,8 @@ pub(super) unsafe fn gemm_into(
     if act == super::Activation::Identity
         && let Some(kernel) = super::vector_products::kernel_for((m, n, k), keep, (lhs, rhs))
     {
-        let (operands, split) = ((lhs, rhs), split && work >= ROW_BLOCK_WORK);
+        let split = split && work >= super::vector_products::SPLIT_WORK;
+        let operands = (lhs, rhs);
         return unsafe {
             super::vector_products::product_into(kernel, dst, (m, n, k), keep, operands, split)
         };
@@ -802,7 +817,7 @@ pub fn linear_backward(
     // The gradient before the activation, in the incoming gradient's buffer when possible.
     let dz = match derivative(act) {
         None => owned_contiguous(grad),
-        Some(pass) => zip_f32(grad, y, pass),
+        Some(pass) => zip_f32(grad, y, |dz, y| derivative_over_pool(pass, dz, y)),
     };
     let dz_values = &dz.storage::<f32>()[..m * n];
     let db_of = || {

@@ -95,6 +95,12 @@ fn dots_pay(k: usize, lanes: usize) -> bool {
     }
 }
 
+/// The work from which a product here is split into blocks of rows over the pool. Gathers
+/// and single lanes make these kernels slow per multiply-add (tabular-mlp's head, `[2048 x
+/// 10] · [10 x 1]`: 6.4 µs for 20,480), so they split from an eighth of the blocked
+/// products' threshold (`kernels::ROW_BLOCK_WORK`), a few µs of work.
+pub(super) const SPLIT_WORK: usize = 1 << 14;
+
 /// `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]` by `kernel`, with the crate's bits;
 /// blocks of rows over the pool when `split` (each element is computed whole by one thread,
 /// so the bits do not depend on the split).
