@@ -9,8 +9,8 @@
 //! peak, and its blocks of rows gain little across threads (the `[61 x 20]` product: 73 to
 //! 77 µs whole, 44 to 48 µs as each of two row blocks). Here each output element takes the
 //! same chain in the same order, so the bits are the crate's (the tests compare them): a tile
-//! of 16 rows x up to 12 columns in AVX-512 registers, each step of the sum one vector of
-//! lhs's column (x's row, as it stands) and a few scalars of rhs's row, with no copies; the
+//! of up to 32 rows x 12 columns in AVX-512 registers, each step of the sum one or two vectors
+//! of lhs's column (x's row, as it stands) and a few scalars of rhs's row, with no copies; the
 //! tiles' rows spread over the pool. Each element is summed by one thread, so the thread
 //! count does not change a bit.
 
@@ -18,8 +18,12 @@ use super::kernels::{SendPtr, SendView, View};
 use crate::device::simd::{Simd, detected};
 use rayon::prelude::*;
 
-/// Output rows in a tile: one AVX-512 vector.
-const ROWS: usize = 16;
+/// Output rows in a tile at most: two AVX-512 vectors, so that each scalar of rhs read in a
+/// step of the sum feeds two multiply-adds (a tile of one vector spent a load on each one).
+const ROWS: usize = 32;
+
+/// Rows in one AVX-512 vector.
+const LANES: usize = 16;
 
 /// Output columns in a tile: one accumulator register each, enough chains of fused
 /// multiply-adds to keep both FMA units busy through their latency.
@@ -62,9 +66,9 @@ pub(super) unsafe fn product_into(
 ) {
     let (dst, lhs, rhs) = (SendPtr(dst), SendView(lhs), SendView(rhs));
     let rows = |b: usize| {
-        let first = b * ROWS;
-        // SAFETY: forwarded from the caller; block b writes only rows first..first + ROWS.
-        unsafe { rows_into(dst.get(), (first, m, n, k), keep, (lhs.get(), rhs.get())) }
+        let (first, rows) = (b * ROWS, ROWS.min(m - b * ROWS));
+        // SAFETY: forwarded from the caller; block b writes only rows first..first + rows.
+        unsafe { rows_into(dst.get(), (first, rows, n, k), keep, (lhs.get(), rhs.get())) }
     };
     let blocks = m.div_ceil(ROWS);
     match split && rayon::current_num_threads() > 1 {
@@ -73,20 +77,19 @@ pub(super) unsafe fn product_into(
     }
 }
 
-/// Rows `first..first + ROWS` (fewer at the end) of [`product_into`]'s output, read from the
-/// operands where they stand: a step of the sum is one (masked) vector of lhs's column and a
-/// few consecutive scalars of rhs's row.
+/// Rows `first..first + rows` (`rows` at most ROWS) of [`product_into`]'s output, read from
+/// the operands where they stand: a step of the sum is one or two (masked) vectors of lhs's
+/// column and a few consecutive scalars of rhs's row.
 ///
 /// # Safety
 /// As for [`product_into`].
 #[target_feature(enable = "avx512f,fma")]
 unsafe fn rows_into(
     dst: *mut f32,
-    (first, m, n, k): (usize, usize, usize, usize),
+    (first, rows, n, k): (usize, usize, usize, usize),
     keep: bool,
     ((l, _, l_cs), (r, r_rs, _)): (View, View),
 ) {
-    let rows = ROWS.min(m - first);
     let tiles = n.div_ceil(COLS);
     for (c, start) in (0..k).step_by(CHUNK).enumerate() {
         let len = CHUNK.min(k - start);
@@ -117,7 +120,8 @@ unsafe fn rows_into(
 }
 
 /// [`tile_sums`] for a tile `cols` wide (2 to COLS: [`rows_into`] shares n >= 2 columns
-/// evenly), each width its own loop with its accumulators in registers.
+/// evenly) and one or two vectors of rows, each shape its own loop with its accumulators in
+/// registers.
 ///
 /// # Safety
 /// As for [`tile_sums`].
@@ -129,49 +133,62 @@ unsafe fn tile(
     rhs: (*const f32, isize),
 ) -> [[f32; ROWS]; COLS] {
     macro_rules! widths {
-        ($($c:literal)*) => {
+        ($v:literal: $($c:literal)*) => {
             match cols {
                 // SAFETY: forwarded from the caller.
-                $($c => unsafe { tile_sums::<$c>(len, lhs, rhs) },)*
+                $($c => unsafe { tile_sums::<$v, $c>(len, lhs, rhs) },)*
                 _ => unreachable!("a tile of {cols} columns"),
             }
         };
     }
-    widths!(2 3 4 5 6 7 8 9 10 11 12)
+    match lhs.2 > LANES {
+        true => widths!(2: 2 3 4 5 6 7 8 9 10 11 12),
+        false => widths!(1: 2 3 4 5 6 7 8 9 10 11 12),
+    }
 }
 
-/// One chunk's sums of a tile of `C` columns: for each column q, `Σ_s lhs[s] · rhs[s][q]` over
-/// `len` steps, a chain of fused multiply-adds from zero in the order of s, as the gemm crate's
-/// kernel sums. `lhs` is the first row's element of step 0, steps `l_cs` apart, `rows` rows
-/// (the lanes past them masked off); `rhs` is step 0's first column, steps `r_rs` apart.
+/// One chunk's sums of a tile of `V` vectors of rows and `C` columns: for each column q,
+/// `Σ_s lhs[s] · rhs[s][q]` over `len` steps, a chain of fused multiply-adds from zero in the
+/// order of s, as the gemm crate's kernel sums. `lhs` is the first row's element of step 0,
+/// steps `l_cs` apart, `rows` rows (the lanes past them masked off); `rhs` is step 0's first
+/// column, steps `r_rs` apart.
 ///
 /// # Safety
-/// `rows` rows and `C` columns of `len` steps lie inside the operands.
+/// `rows` rows (at most `V` vectors) and `C` columns of `len` steps lie inside the operands.
 #[target_feature(enable = "avx512f,fma")]
-unsafe fn tile_sums<const C: usize>(
+unsafe fn tile_sums<const V: usize, const C: usize>(
     len: usize,
     (lhs, l_cs, rows): (*const f32, isize, usize),
     (rhs, r_rs): (*const f32, isize),
 ) -> [[f32; ROWS]; COLS] {
     use std::arch::x86_64::*;
-    let mask: __mmask16 = ((1u32 << rows) - 1) as u16;
-    let mut acc = [_mm512_setzero_ps(); C];
+    let mut masks: [__mmask16; V] = [0; V];
+    for (v, mask) in masks.iter_mut().enumerate() {
+        *mask = ((1u32 << rows.saturating_sub(v * LANES).min(LANES)) - 1) as u16;
+    }
+    let mut acc = [[_mm512_setzero_ps(); C]; V];
     for s in 0..len as isize {
-        // SAFETY: the masked lanes are not read; the others and the C scalars are inside.
-        let (v, w) = unsafe {
-            (
-                _mm512_maskz_loadu_ps(mask, lhs.offset(s * l_cs)),
-                rhs.offset(s * r_rs),
-            )
-        };
-        for (q, a) in acc.iter_mut().enumerate() {
-            *a = _mm512_fmadd_ps(v, _mm512_set1_ps(unsafe { *w.add(q) }), *a);
+        // SAFETY: step s of both operands is inside them.
+        let (step, w) = unsafe { (lhs.offset(s * l_cs), rhs.offset(s * r_rs)) };
+        let mut x = [_mm512_setzero_ps(); V];
+        for (v, x) in x.iter_mut().enumerate() {
+            // SAFETY: the masked lanes are not read; the others are inside lhs.
+            *x = unsafe { _mm512_maskz_loadu_ps(masks[v], step.add(v * LANES)) };
+        }
+        for q in 0..C {
+            // SAFETY: the C scalars of this step are inside rhs.
+            let b = _mm512_set1_ps(unsafe { *w.add(q) });
+            for (acc, x) in acc.iter_mut().zip(&x) {
+                acc[q] = _mm512_fmadd_ps(*x, b, acc[q]);
+            }
         }
     }
     let mut out = [[0f32; ROWS]; COLS];
-    for (o, a) in out.iter_mut().zip(acc) {
-        // SAFETY: o holds ROWS = 16 elements.
-        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), a) };
+    for (v, acc) in acc.iter().enumerate() {
+        for (o, a) in out.iter_mut().zip(acc) {
+            // SAFETY: o holds ROWS elements, LANES of them from v · LANES.
+            unsafe { _mm512_storeu_ps(o.as_mut_ptr().add(v * LANES), *a) };
+        }
     }
     out
 }
@@ -239,8 +256,9 @@ mod tests {
     fn long_sums_give_the_gemm_crates_bits_on_any_thread_count() {
         // tabular-mlp's two weight gradients, a full 64 x 64, odd shapes, sums just past a
         // chunk and just at the threshold, with and without a kept destination, and every
-        // tile width from 2 to 12 (none is narrower: n >= 2 columns are shared evenly). On a
-        // CPU without AVX-512 this compares the path gemm_into takes there with the crate.
+        // tile width from 2 to 12 (none is narrower: n >= 2 columns are shared evenly) on one
+        // vector of rows and on two. On a CPU without AVX-512 this compares the path
+        // gemm_into takes there with the crate.
         let widths = [
             (16, 2, 600),
             (33, 3, 600),
@@ -255,7 +273,14 @@ mod tests {
             (64, 24, 300),
             (5, 48, 600),
         ];
-        let shapes = widths.into_iter().chain(more).chain([
+        let two_vectors = [
+            (24, 2, 600),
+            (29, 4, 300),
+            (31, 5, 600),
+            (18, 7, 600),
+            (25, 8, 600),
+        ];
+        let shapes = (widths.into_iter().chain(more).chain(two_vectors)).chain([
             (61, 20, 2048),
             (20, 10, 2048),
             (64, 64, 700),
