@@ -855,7 +855,8 @@ pub fn linear_backward(
     // When both are needed, the two products run side by side, each on one thread
     // ([`gradients_side_by_side`]), the bias sums after dx. This thread takes dx's side, the
     // longer one in tabular-mlp's second layer, and the other thread dw: with the sides the
-    // other way round, that layer's steps ran about 10 % slower (Emerald Rapids, 12 rounds).
+    // other way round, tabular-mlp's 2-thread steps ran about 10 % slower (Emerald Rapids, 12
+    // rounds).
     // dx's first copy (dzᵀ or wᵀ) comes first, over the pool: inside the join it would leave
     // dw's thread waiting. A turned plan's copy back runs on dx's thread, inside the join.
     if need_dx && gradients_side_by_side(m * n * k, rayon::current_num_threads()) {
