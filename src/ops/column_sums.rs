@@ -2,7 +2,7 @@
 //! sums held in registers (tabular-mlp's `[2048 x 20]`, `[2048 x 10]` and `[2048 x 1]`).
 //!
 //! Each column's sum is one chain of adds, row after row, so it waits on the add before it
-//! whatever the code. The portable loop ([`super::kernels::column_sums`]) keeps the sums in
+//! whatever the code. The portable loop (`kernels::column_sums_in_memory`) keeps the sums in
 //! memory, so each row's add also waits for the previous row's store to come back, and a row
 //! shorter than a vector is added lane by lane. Here a row is a few masked vectors added into
 //! as many registers: the same adds in the same order, so the same bits.
@@ -53,12 +53,13 @@ pub(super) fn sums_into(sums: &mut [f32], rows: &[f32]) {
     }
 }
 
-/// Adds columns `first..first + cols` (`cols` in `V` vectors) of each row of `n` into `sums`,
-/// which starts at column `first`.
+/// Adds columns `first..first + cols` (`cols` in `V` vectors) of each whole row of `n` in
+/// `rows` into `sums`, which starts at column `first`; a partial last row is left out, as the
+/// portable loop leaves it.
 ///
 /// # Safety
-/// The CPU has AVX2; `sums` holds `cols` elements and `rows` whole rows of `n` from column 0.
-#[target_feature(enable = "avx2,fma")]
+/// The CPU has AVX2; `sums` holds at least `cols` elements.
+#[target_feature(enable = "avx2")]
 unsafe fn pass<const V: usize>(
     (first, cols, n): (usize, usize, usize),
     sums: &mut [f32],
@@ -86,7 +87,7 @@ unsafe fn pass<const V: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::kernels::{column_sums_at, tests::same_bits};
+    use super::super::kernels::{column_sums_in_memory_at, tests::same_bits};
     use super::*;
 
     /// Deterministic values of both signs and many magnitudes, zeros of both signs among them.
@@ -115,7 +116,7 @@ mod tests {
                 // A kept start: the sums already hold values, as the replicas' columns do.
                 let start = values(n, n as u32);
                 let mut expected = start.clone();
-                column_sums_at(Simd::Portable, &mut expected, &rows);
+                column_sums_in_memory_at(Simd::Portable, &mut expected, &rows);
                 let mut got = start.clone();
                 sums_into(&mut got, &rows);
                 assert!(

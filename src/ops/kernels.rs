@@ -248,7 +248,7 @@ dispatch!(sgd_slice, sgd_slice_at, sgd_generic, (g: &mut [f32], w: &[f32], lr: f
 dispatch!(adam_slice, adam_slice_at, adam_generic, (g: &mut [f32], w: &[f32], m: &mut [f32], v: &mut [f32], beta1: f32, beta2: f32, factor: f32, eps: f32, lr: f32));
 dispatch!(relu_slice, relu_slice_at, relu_generic, (values: &mut [f32]));
 dispatch!(relu_grad_slice, relu_grad_slice_at, relu_grad_generic, (grad: &mut [f32], y: &[f32]));
-dispatch!(column_sums_in_memory, column_sums_at, column_sums_generic, (sums: &mut [f32], rows: &[f32]));
+dispatch!(column_sums_in_memory, column_sums_in_memory_at, column_sums_generic, (sums: &mut [f32], rows: &[f32]));
 
 /// `sums[j] += rows[i * n + j]` for every row `i` in order, `n = sums.len()`: in registers
 /// where the rows are short (`column_sums`), the same adds either way.
@@ -853,15 +853,20 @@ pub fn linear_backward(
         db: FlexTensor::from_data(burn::tensor::TensorData::new(db, [n])),
     };
     // When both are needed, the two products run side by side, each on one thread
-    // ([`gradients_side_by_side`]), the bias sums after dx. This thread takes dx's side, the
-    // longer one in tabular-mlp's second layer, and the other thread dw: with the sides the
-    // other way round, tabular-mlp's 2-thread steps ran about 10 % slower (Emerald Rapids, 12
-    // rounds).
-    // dx's first copy (dzᵀ or wᵀ) comes first, over the pool: inside the join it would leave
-    // dw's thread waiting. A turned plan's copy back runs on dx's thread, inside the join.
-    if need_dx && gradients_side_by_side(m * n * k, rayon::current_num_threads()) {
+    // ([`gradients_side_by_side`]). dx's first copy (dzᵀ or wᵀ) comes first, over the pool:
+    // inside the join it would leave dw's thread waiting. A turned plan's copy back runs on
+    // dx's thread, inside the join. The bias sums follow dx, or take a third thread where
+    // there is one and they are large. This thread takes dx's side, the longer one in
+    // tabular-mlp's second layer: with dw here instead, its 2-thread steps ran about 10 %
+    // slower (Emerald Rapids, 12 rounds).
+    let threads = rayon::current_num_threads();
+    if need_dx && gradients_side_by_side(m * n * k, threads) {
+        let dx_side = |plan| dx_of(plan, false);
         let plan = dx_plan(true);
-        let ((dx, db), dw) = rayon::join(|| (dx_of(plan, false), db_of()), || dw_of(false));
+        let ((dx, db), dw) = match threads > 2 && m * n >= FILL_PARALLEL_ELEMENTS {
+            true => rayon::join(|| rayon::join(|| dx_side(plan), db_of), || dw_of(false)),
+            false => rayon::join(|| (dx_side(plan), db_of()), || dw_of(false)),
+        };
         return grads(dw, Some(dx), db);
     }
     let products = || (dw_of(true), need_dx.then(|| dx_of(dx_plan(true), true)));
@@ -1324,7 +1329,7 @@ pub(super) mod tests {
         check_levels("relu_grad", &rg, 0);
         let sgd = at_each_level(|l| run(y, &|a| sgd_slice_at(l, a, &x, 0.01)));
         check_levels("sgd", &sgd, 0);
-        let sums = at_each_level(|l| run(&y[..7], &|a| column_sums_at(l, a, &x[..1001])));
+        let sums = at_each_level(|l| run(&y[..7], &|a| column_sums_in_memory_at(l, a, &x[..1001])));
         check_levels("column_sums", &sums, 0);
         let adam = at_each_level(|l| {
             let (mut g, mut m) = (y.to_vec(), values(y.len(), 11));

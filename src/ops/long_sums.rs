@@ -25,8 +25,8 @@ const ROWS: usize = 32;
 /// Rows in one AVX-512 vector.
 const LANES: usize = 16;
 
-/// Output columns in a tile: one accumulator register each, enough chains of fused
-/// multiply-adds to keep both FMA units busy through their latency.
+/// Output columns in a tile: one accumulator register per vector of rows each, enough chains
+/// of fused multiply-adds to keep both FMA units busy through their latency.
 const COLS: usize = 12;
 
 /// The gemm crate's chunk along the sum for outputs of at most 64 x 64.
@@ -65,13 +65,24 @@ pub(super) unsafe fn product_into(
     split: bool,
 ) {
     let (dst, lhs, rhs) = (SendPtr(dst), SendView(lhs), SendView(rhs));
+    let threads = if split {
+        rayon::current_num_threads()
+    } else {
+        1
+    };
+    // Blocks of two vectors of rows, or of one where that leaves a thread without a block.
+    let block = if m.div_ceil(ROWS) >= threads {
+        ROWS
+    } else {
+        LANES
+    };
     let rows = |b: usize| {
-        let (first, rows) = (b * ROWS, ROWS.min(m - b * ROWS));
+        let (first, rows) = (b * block, block.min(m - b * block));
         // SAFETY: forwarded from the caller; block b writes only rows first..first + rows.
         unsafe { rows_into(dst.get(), (first, rows, n, k), keep, (lhs.get(), rhs.get())) }
     };
-    let blocks = m.div_ceil(ROWS);
-    match split && rayon::current_num_threads() > 1 {
+    let blocks = m.div_ceil(block);
+    match threads > 1 {
         true => (0..blocks).into_par_iter().for_each(rows),
         false => (0..blocks).for_each(rows),
     }
