@@ -38,24 +38,23 @@ pub(super) fn sums_into(sums: &mut [f32], rows: &[f32]) {
         "{n} columns in registers on a CPU with {}",
         detected()
     );
-    assert_eq!(rows.len() % n, 0, "rows of {n} columns");
     for first in (0..n).step_by(PASS_COLUMNS) {
         let cols = PASS_COLUMNS.min(n - first);
-        let pass = match cols.div_ceil(8) {
+        let sums_of = match cols.div_ceil(8) {
             1 => pass::<1>,
             2 => pass::<2>,
             3 => pass::<3>,
             _ => pass::<4>,
         };
-        // SAFETY: the CPU has AVX2 (`applies`); columns first..first + cols of each of the
-        // rows.len() / n rows lie inside `rows`, and of `sums`.
-        unsafe { pass((first, cols, n), &mut sums[first..], rows) }
+        // SAFETY: the CPU has AVX2 (`applies`); columns first..first + cols of each whole row
+        // of `rows` lie inside it, and of `sums`.
+        unsafe { sums_of((first, cols, n), &mut sums[first..], rows) }
     }
 }
 
-/// Adds columns `first..first + cols` (`cols` in `V` vectors) of each whole row of `n` in
-/// `rows` into `sums`, which starts at column `first`; a partial last row is left out, as the
-/// portable loop leaves it.
+/// Adds columns `first..first + cols` (`cols` in `V` vectors) of each row of `n` in `rows`
+/// (whole rows: [`super::kernels::column_sums`] checks it) into `sums`, which starts at
+/// column `first`.
 ///
 /// # Safety
 /// The CPU has AVX2; `sums` holds at least `cols` elements.

@@ -253,8 +253,10 @@ dispatch!(column_sums_in_memory, column_sums_in_memory_at, column_sums_generic, 
 /// `sums[j] += rows[i * n + j]` for every row `i` in order, `n = sums.len()`: in registers
 /// where the rows are short (`column_sums`), the same adds either way.
 pub fn column_sums(sums: &mut [f32], rows: &[f32]) {
+    let n = sums.len();
+    assert_eq!(rows.len().checked_rem(n), Some(0), "rows of {n} columns");
     #[cfg(target_arch = "x86_64")]
-    if super::column_sums::applies(sums.len()) {
+    if super::column_sums::applies(n) {
         return super::column_sums::sums_into(sums, rows);
     }
     column_sums_in_memory(sums, rows)
