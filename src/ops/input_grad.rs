@@ -112,6 +112,13 @@ impl InputGrad {
                 return transpose_to((dx_t.as_ptr(), m as isize, 1), k, m, (dst, dst_rs), split);
             },
         };
+        #[cfg(target_arch = "x86_64")]
+        if !split && super::short_sums::applies((m, k, n), (dz, rhs)) {
+            let (dst, operands) = ((dst, dst_rs), (dz, rhs));
+            return unsafe {
+                super::short_sums::product_into(dst, (m, k, n), false, operands, false)
+            };
+        }
         match split {
             true => unsafe { gemm_into(dst, (m, k, n), false, (dz, rhs), identity, true) },
             false => unsafe {

@@ -387,10 +387,11 @@ const ROW_BLOCK_WORK: usize = 1 << 17;
 /// [`row_blocks`].
 /// A product that fits neither is left to the gemm crate's own split when it is large.
 ///
-/// Two kinds of product go to ember's own x86 kernels first, which give the crate's bits:
+/// Three kinds of product go to ember's own x86 kernels first, which give the crate's bits:
 /// those the crate hands to its matrix-vector and outer-product kernels, a one-unit output
-/// layer's (`vector_products`), and small outputs over long sums, weight gradients
-/// (`long_sums`).
+/// layer's (`vector_products`), small outputs over long sums, weight gradients
+/// (`long_sums`), and narrow rows over short sums, a small layer's input gradient
+/// (`short_sums`).
 ///
 /// # Safety
 /// `dst` holds `m * n` writable elements (initialised when `keep`); `lhs` and `rhs` address
@@ -422,6 +423,12 @@ pub(super) unsafe fn gemm_into(
     if act == super::Activation::Identity && super::long_sums::applies((m, n, k), (lhs, rhs)) {
         let split = split && work >= ROW_BLOCK_WORK;
         return unsafe { super::long_sums::product_into(dst, (m, n, k), keep, (lhs, rhs), split) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if act == super::Activation::Identity && super::short_sums::applies((m, n, k), (lhs, rhs)) {
+        let split = split && work >= ROW_BLOCK_WORK;
+        let dst = (dst, n);
+        return unsafe { super::short_sums::product_into(dst, (m, n, k), keep, (lhs, rhs), split) };
     }
     if !split || threads < 2 || work < ROW_BLOCK_WORK {
         return unsafe { gemm_block(dst, n, (m, n, k), keep, (lhs, rhs), act, serial) };

@@ -29,6 +29,8 @@ mod max_pool;
 mod row_dots;
 mod scalar_mse;
 mod shared_input;
+#[cfg(target_arch = "x86_64")]
+mod short_sums;
 mod subnormals;
 mod transpose;
 #[cfg(target_arch = "x86_64")]
