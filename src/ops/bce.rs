@@ -111,9 +111,30 @@ fn sigmoid(x: f32) -> f32 {
     }
 }
 
-/// `f(z, y)` of each of the `n` rows of logits and targets into a new `[n]` buffer, spread over
-/// the pool when there are enough rows.
-fn rows_of(logits: FlexTensor, y: FlexTensor, f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
+/// A pass that writes the first rows of `out` (a multiple of 16) from logits and targets, 16
+/// rows at a time, each with the bits of the pass's one-row function, and returns how many;
+/// with the pass's constant (the gradient's `g`; the loss has none).
+type Lanes = (fn(&[f32], &[f32], &mut [f32], f32) -> usize, f32);
+
+/// One row's term of [`mean_forward`]: `(1 - y)·z - log_sigmoid(z)`, as Burn's operations
+/// compute it.
+fn term(z: f32, t: f32) -> f32 {
+    (-t + 1.0) * z - log_sigmoid(z)
+}
+
+/// One row's gradient of [`mean_backward`], given `g = dloss / n`.
+fn gradient(g: f32, z: f32, t: f32) -> f32 {
+    g * (-t + 1.0) + -g * sigmoid(-z)
+}
+
+/// `f(z, y)` of each of the `n` rows of logits and targets into a new `[n]` buffer, the rows
+/// that `lanes` takes by it; spread over the pool when there are enough rows.
+fn rows_of(
+    logits: FlexTensor,
+    y: FlexTensor,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+    lanes: Option<Lanes>,
+) -> Vec<f32> {
     let n = logits.layout().num_elements();
     let (z, z_range) = contiguous(logits, n);
     let (y, y_range) = contiguous(y, n);
@@ -121,7 +142,9 @@ fn rows_of(logits: FlexTensor, y: FlexTensor, f: impl Fn(f32, f32) -> f32 + Sync
     let mut out = vec![0f32; n];
     let each = |(piece, out): (usize, &mut [f32])| {
         let first = piece * CHUNK;
-        for ((o, &z), &t) in out.iter_mut().zip(&z[first..]).zip(&y[first..]) {
+        let (z, y) = (&z[first..][..out.len()], &y[first..][..out.len()]);
+        let done = lanes.map_or(0, |(lanes, constant)| lanes(z, y, out, constant));
+        for ((o, &z), &t) in out[done..].iter_mut().zip(&z[done..]).zip(&y[done..]) {
             *o = f(z, t);
         }
     };
@@ -140,7 +163,7 @@ fn rows_of(logits: FlexTensor, y: FlexTensor, f: impl Fn(f32, f32) -> f32 + Sync
 pub fn mean_forward(logits: FlexTensor, y: FlexTensor) -> FlexTensor {
     assert_eq!(logits.layout().shape(), y.layout().shape(), "shapes differ");
     let n = logits.layout().num_elements();
-    let terms = rows_of(logits, y, |z, t| (-t + 1.0) * z - log_sigmoid(z));
+    let terms = rows_of(logits, y, term, lanes::terms());
     Flex::float_mean(FlexTensor::from_data(TensorData::new(terms, [n])))
 }
 
@@ -154,8 +177,130 @@ pub fn mean_backward(logits: FlexTensor, y: FlexTensor, dloss: FlexTensor) -> Fl
     let (dloss, dl_range) = contiguous(dloss, 1);
     // Burn's mean scales by 1/n as an f64 scalar, which its CPU backend applies as f32.
     let g = (1.0 / n as f64) as f32 * dloss.storage::<f32>()[dl_range][0];
-    let grads = rows_of(logits, y, |z, t| g * (-t + 1.0) + -g * sigmoid(-z));
+    let grads = rows_of(logits, y, |z, t| gradient(g, z, t), lanes::gradients(g));
     FlexTensor::from_data(TensorData::new(grads, shape))
+}
+
+/// [`term`] and [`gradient`] on 16 rows at a time, on AVX-512 where [`vector_libm`]'s copies
+/// of `expf` and `log1pf` give this machine's libm bits: the same operations lane by lane,
+/// the branches as blends. Both branches of [`log_sigmoid`] and of [`sigmoid`]`(-z)` take the
+/// `exp` of `-|z|` (at `z = ±0` both give 1).
+///
+/// [`vector_libm`]: super::vector_libm
+mod lanes {
+    use super::Lanes;
+    #[cfg(target_arch = "x86_64")]
+    use {super::super::vector_libm, std::arch::x86_64::*};
+
+    /// The pass of [`super::term`], where it can run.
+    pub(super) fn terms() -> Option<Lanes> {
+        #[cfg(target_arch = "x86_64")]
+        if vector_libm::matches_libm() {
+            // SAFETY: AVX-512F, as matches_libm found.
+            return Some((
+                |z, t, out, _| unsafe { each_16(z, t, out, 0.0, term_16) },
+                0.0,
+            ));
+        }
+        None
+    }
+
+    /// The pass of [`super::gradient`] with `g`, where it can run.
+    pub(super) fn gradients(g: f32) -> Option<Lanes> {
+        #[cfg(target_arch = "x86_64")]
+        if vector_libm::matches_libm() {
+            // SAFETY: AVX-512F, as matches_libm found.
+            return Some((
+                |z, t, out, g| unsafe { each_16(z, t, out, g, gradient_16) },
+                g,
+            ));
+        }
+        let _ = g;
+        None
+    }
+
+    /// `f` on each 16 rows of `z` and `t` into `out`; how many rows that was.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn each_16(
+        z: &[f32],
+        t: &[f32],
+        out: &mut [f32],
+        constant: f32,
+        f: unsafe fn(__m512, __m512, f32) -> __m512,
+    ) -> usize {
+        let rows = out.len().min(z.len()).min(t.len()) / 16 * 16;
+        for i in (0..rows).step_by(16) {
+            // SAFETY: rows i..i + 16 of each slice; AVX-512F as the caller vouches.
+            unsafe {
+                let (z, t) = (
+                    _mm512_loadu_ps(z.as_ptr().add(i)),
+                    _mm512_loadu_ps(t.as_ptr().add(i)),
+                );
+                _mm512_storeu_ps(out.as_mut_ptr().add(i), f(z, t, constant));
+            }
+        }
+        rows
+    }
+
+    /// `-x` of each lane, as Rust's negation: the sign bit flipped.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    fn negated(x: __m512) -> __m512 {
+        let sign = _mm512_set1_epi32(i32::MIN);
+        _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), sign))
+    }
+
+    /// `exp(-|z|)` of each lane.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn exp_of_minus_abs(z: __m512) -> __m512 {
+        let minus_abs = _mm512_or_si512(_mm512_castps_si512(z), _mm512_set1_epi32(i32::MIN));
+        // SAFETY: AVX-512F as the caller vouches.
+        unsafe { vector_libm::exp(_mm512_castsi512_ps(minus_abs)) }
+    }
+
+    /// [`super::term`] of 16 rows.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn term_16(z: __m512, t: __m512, _: f32) -> __m512 {
+        // SAFETY: AVX-512F as the caller vouches.
+        let softplus = unsafe { vector_libm::log1p(exp_of_minus_abs(z)) };
+        // log_sigmoid: -softplus where z >= 0, z - softplus elsewhere (NaN included).
+        let non_negative = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(z, _mm512_setzero_ps());
+        let log_sigmoid =
+            _mm512_mask_blend_ps(non_negative, _mm512_sub_ps(z, softplus), negated(softplus));
+        let one_minus_t = _mm512_add_ps(negated(t), _mm512_set1_ps(1.0));
+        _mm512_sub_ps(_mm512_mul_ps(one_minus_t, z), log_sigmoid)
+    }
+
+    /// [`super::gradient`] of 16 rows with `g`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn gradient_16(z: __m512, t: __m512, g: f32) -> __m512 {
+        // SAFETY: AVX-512F as the caller vouches.
+        let e = unsafe { exp_of_minus_abs(z) };
+        let one = _mm512_set1_ps(1.0);
+        // sigmoid(x) at x = -z: 1 / (1 + e) where x >= 0, e / (1 + e) elsewhere.
+        let x_non_negative = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(negated(z), _mm512_setzero_ps());
+        let numerator = _mm512_mask_blend_ps(x_non_negative, e, one);
+        let sigmoid = _mm512_div_ps(numerator, _mm512_add_ps(one, e));
+        let g = _mm512_set1_ps(g);
+        let kept = _mm512_mul_ps(g, _mm512_add_ps(negated(t), one));
+        _mm512_add_ps(kept, _mm512_mul_ps(negated(g), sigmoid))
+    }
 }
 
 #[cfg(test)]

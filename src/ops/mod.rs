@@ -34,6 +34,8 @@ mod short_sums;
 mod subnormals;
 mod transpose;
 #[cfg(target_arch = "x86_64")]
+mod vector_libm;
+#[cfg(target_arch = "x86_64")]
 mod vector_products;
 
 use burn::backend::Flex;
