@@ -51,8 +51,8 @@ pub(super) fn applies((m, n, k): (usize, usize, usize), (lhs, rhs): (View, View)
 /// the gemm crate's bits; the rows over the pool in pieces when `split`.
 ///
 /// # Safety
-/// [`applies`] holds; `dst` is writable at `i * dst_rs + j` for `i < m`, `j < n` (and
-/// initialised there when `keep`); `lhs` and `rhs` address `m x k` and `k x n` elements
+/// [`applies`] holds; `dst_rs >= n`; `dst` is writable at `i * dst_rs + j` for `i < m`,
+/// `j < n` (and initialised there when `keep`); `lhs` and `rhs` address `m x k` and `k x n` elements
 /// through their strides.
 pub(super) unsafe fn product_into(
     (dst, dst_rs): (*mut f32, usize),
@@ -67,6 +67,7 @@ pub(super) unsafe fn product_into(
     let rhs = if r_cs == 1 {
         SendView((r, r_rs, 1))
     } else {
+        debug_assert_eq!(r_rs, 1, "applies() takes rhs along its rows or its columns");
         for (s, row) in turned.chunks_exact_mut(n).take(k).enumerate() {
             for (j, v) in row.iter_mut().enumerate() {
                 // SAFETY: element (s, j) of rhs, inside it as the caller vouches.
@@ -167,8 +168,11 @@ unsafe fn tile<const R: usize, const V: usize>(
             // SAFETY: the masked lanes of dst's row i, as the caller vouches.
             unsafe {
                 let d = dst.add(i * dst_rs + v * LANES);
-                let kept = _mm512_maskz_loadu_ps(masks[v], d);
-                let out = if keep { _mm512_add_ps(kept, sum) } else { sum };
+                // dst is read only when kept: otherwise it may be uninitialised.
+                let out = match keep {
+                    true => _mm512_add_ps(_mm512_maskz_loadu_ps(masks[v], d), sum),
+                    false => sum,
+                };
                 _mm512_mask_storeu_ps(d, masks[v], out);
             }
         }
@@ -269,6 +273,53 @@ mod tests {
                     "({m}, {n}, {k}) on {threads} threads, keep {keep}, rhs transposed {rhs_t}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn rows_in_a_wider_destination_get_the_crates_bits_and_leave_the_rest() {
+        // Replicas' input gradients side by side (`shared_input`): each writes its k columns
+        // of rows reps·k apart. Here 20 columns of rows 27 apart, both ways of reading rhs.
+        if detected() != Simd::Avx512 {
+            return assert!(!applies(
+                (2048, 20, 10),
+                ((std::ptr::null(), 10, 1), (std::ptr::null(), 20, 1))
+            ));
+        }
+        let ((m, n, k), dst_rs) = ((700, 20, 10), 27);
+        let (lhs, rhs) = (values(m * k, 1), values(k * n, 2));
+        let lhs = (lhs.as_ptr(), k as isize, 1);
+        for (rhs, keep) in [
+            ((rhs.as_ptr(), n as isize, 1), true),
+            ((rhs.as_ptr(), 1, k as isize), false),
+        ] {
+            let (mut ours, mut crates) = (values(m * dst_rs, 3), values(m * dst_rs, 3));
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .unwrap();
+            let dst = SendPtr(ours.as_mut_ptr());
+            let operands = (SendView(lhs), SendView(rhs));
+            // SAFETY: m rows of dst_rs elements; the views m x k and k x n.
+            pool.install(|| unsafe {
+                let views = (operands.0.get(), operands.1.get());
+                product_into((dst.get(), dst_rs), (m, n, k), keep, views, true)
+            });
+            let serial = gemm::Parallelism::None;
+            let identity = Activation::Identity;
+            unsafe {
+                let crates = crates.as_mut_ptr();
+                gemm_block(
+                    crates,
+                    dst_rs,
+                    (m, n, k),
+                    keep,
+                    (lhs, rhs),
+                    identity,
+                    serial,
+                )
+            };
+            assert!(same_bits(&ours, &crates), "keep {keep}");
         }
     }
 
