@@ -3,12 +3,16 @@
 //! `relu(z) - z·y + log1p(exp(-|z|))` and its mean are eight operations on `[K, n, 1]` tensors
 //! forward and more backward, each a serial pass with its own allocation; here the rows' terms
 //! are one pass, spread over the pool when there are enough rows, then each replica's sum in
-//! row order; the gradient is one more pass.
+//! row order; the gradient is one more pass, then each replica's scale.
 //!
 //! One model's loss ([`mean_forward`], [`mean_backward`]) keeps the bits of Burn's own
 //! `BinaryCrossEntropyLoss` on logits: each row's term by the same operations, then Burn's mean.
+//!
+//! On AVX-512 every pass takes 16 rows at a time ([`lanes`]) with copies of glibc's `expf` and
+//! `log1pf` that give its bits (`ops::vector_libm`), where a probe finds this machine's libm
+//! does.
 
-use super::kernels::{contiguous, owned_contiguous};
+use super::kernels::contiguous;
 use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
@@ -41,55 +45,54 @@ fn softplus_of_minus_abs(z: f32) -> (f32, f32) {
     (s.ln_1p(), s)
 }
 
+/// One row's term of a replica's loss: `max(z, 0) - z·y + log1p(exp(-|z|))`.
+fn replica_term(z: f32, t: f32) -> f32 {
+    z.max(0.0) - z * t + softplus_of_minus_abs(z).0
+}
+
+/// One row's `sigmoid(z) - y`, the replicas' gradient before its scale.
+fn sigmoid_less_target(z: f32, t: f32) -> f32 {
+    let s = softplus_of_minus_abs(z).1;
+    let sigmoid = if z >= 0.0 {
+        1.0 / (1.0 + s)
+    } else {
+        s / (1.0 + s)
+    };
+    sigmoid - t
+}
+
 /// Each replica's mean loss `[K]` for logits `[K, n, 1]` and 0/1 targets of the same shape.
 pub fn forward(logits: FlexTensor, y: FlexTensor) -> FlexTensor {
     assert_eq!(logits.layout().shape(), y.layout().shape(), "shapes differ");
     let (reps, n) = dims(&logits);
-    let (z, z_range) = contiguous(logits, reps * n);
-    let (y, y_range) = contiguous(y, reps * n);
-    let (z, t) = (&z.storage::<f32>()[z_range], &y.storage::<f32>()[y_range]);
-    let term = |(&z, &t): (&f32, &f32)| f64::from(z.max(0.0) - z * t + softplus_of_minus_abs(z).0);
-    // Each row's term on any thread; each replica's sum in row order, on one.
-    let terms: Vec<f64> = match parallel(reps * n) {
-        true => (z.par_iter().zip(t).with_min_len(CHUNK))
-            .map(term)
-            .collect(),
-        false => z.iter().zip(t).map(term).collect(),
-    };
+    // Each row's term on any thread; each replica's sum in row order, in f64, on one.
+    let terms = rows_of(logits, y, replica_term, lanes::replica_terms());
     let losses: Vec<f32> = (0..reps)
-        .map(|r| (terms[r * n..][..n].iter().sum::<f64>() / n as f64) as f32)
+        .map(|r| {
+            let sum: f64 = terms[r * n..][..n].iter().map(|&v| f64::from(v)).sum();
+            (sum / n as f64) as f32
+        })
         .collect();
     FlexTensor::from_data(TensorData::new(losses, [reps]))
 }
 
 /// The logits' gradient, `(sigmoid(z) - y) / n` times each replica's incoming gradient `[K]`.
 pub fn backward(logits: FlexTensor, y: FlexTensor, dloss: FlexTensor) -> FlexTensor {
+    let shape = logits.layout().shape().clone();
     let (reps, n) = dims(&logits);
     let (dloss, dl_range) = contiguous(dloss, reps);
-    let dl = &dloss.storage::<f32>()[dl_range];
-    let (y, y_range) = contiguous(y, reps * n);
-    let targets = &y.storage::<f32>()[y_range];
-    let mut g = owned_contiguous(logits);
-    // The piece of `CHUNK` elements starting at element `first`.
-    let each = |(piece, z): (usize, &mut [f32])| {
-        let first = piece * CHUNK;
-        for (i, (z, &t)) in z.iter_mut().zip(&targets[first..]).enumerate() {
-            let scale = dl[(first + i) / n] / n as f32;
-            let s = softplus_of_minus_abs(*z).1;
-            let sigmoid = if *z >= 0.0 {
-                1.0 / (1.0 + s)
-            } else {
-                s / (1.0 + s)
-            };
-            *z = (sigmoid - t) * scale;
-        }
-    };
-    let values = &mut g.storage_mut::<f32>()[..reps * n];
-    match parallel(reps * n) {
-        true => values.par_chunks_mut(CHUNK).enumerate().for_each(each),
-        false => values.chunks_mut(CHUNK).enumerate().for_each(each),
+    let dloss = &dloss.storage::<f32>()[dl_range];
+    let scales: Vec<f32> = dloss.iter().map(|&dl| dl / n as f32).collect();
+    let mut grads = rows_of(
+        logits,
+        y,
+        sigmoid_less_target,
+        lanes::sigmoids_less_targets(),
+    );
+    for (replica, &scale) in grads.chunks_mut(n.max(1)).zip(&scales) {
+        replica.iter_mut().for_each(|g| *g *= scale);
     }
-    g
+    FlexTensor::from_data(TensorData::new(grads, shape))
 }
 
 /// `log(sigmoid(z))` as Burn's CPU backend computes it (`log_sigmoid`).
@@ -217,6 +220,32 @@ mod lanes {
         None
     }
 
+    /// The pass of [`super::replica_term`], where it can run.
+    pub(super) fn replica_terms() -> Option<Lanes> {
+        #[cfg(target_arch = "x86_64")]
+        if vector_libm::matches_libm() {
+            // SAFETY: AVX-512F, as matches_libm found.
+            return Some((
+                |z, t, out, _| unsafe { each_16(z, t, out, 0.0, replica_term_16) },
+                0.0,
+            ));
+        }
+        None
+    }
+
+    /// The pass of [`super::sigmoid_less_target`], where it can run.
+    pub(super) fn sigmoids_less_targets() -> Option<Lanes> {
+        #[cfg(target_arch = "x86_64")]
+        if vector_libm::matches_libm() {
+            // SAFETY: AVX-512F, as matches_libm found.
+            return Some((
+                |z, t, out, _| unsafe { each_16(z, t, out, 0.0, sigmoid_less_target_16) },
+                0.0,
+            ));
+        }
+        None
+    }
+
     /// `f` on each 16 rows of `z` and `t` into `out`; how many rows that was.
     ///
     /// # Safety
@@ -268,6 +297,49 @@ mod lanes {
             _mm512_mask_blend_ps(non_negative, _mm512_sub_ps(z, softplus), negated(softplus));
         let one_minus_t = _mm512_add_ps(negated(t), _mm512_set1_ps(1.0));
         _mm512_sub_ps(_mm512_mul_ps(one_minus_t, z), log_sigmoid)
+    }
+
+    /// `exp(-|z|)` of each lane, as [`super::softplus_of_minus_abs`] takes it (the sign bit
+    /// set).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn exp_of_minus_abs(z: __m512) -> __m512 {
+        let sign = _mm512_set1_epi32(i32::MIN);
+        let minus_abs = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(z), sign));
+        // SAFETY: AVX-512F as the caller vouches.
+        unsafe { vector_libm::exp(minus_abs) }
+    }
+
+    /// [`super::replica_term`] of 16 rows. `max(z, 0)` gives 0 for a NaN z, as Rust's `max`
+    /// does; its zero's sign can't show in the term, whose `log1p(exp(-0))` is ln 2.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn replica_term_16(z: __m512, t: __m512, _: f32) -> __m512 {
+        // SAFETY: AVX-512F as the caller vouches.
+        let softplus = unsafe { vector_libm::log1p(exp_of_minus_abs(z)) };
+        let relu = _mm512_max_ps(z, _mm512_setzero_ps());
+        _mm512_add_ps(_mm512_sub_ps(relu, _mm512_mul_ps(z, t)), softplus)
+    }
+
+    /// [`super::sigmoid_less_target`] of 16 rows.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn sigmoid_less_target_16(z: __m512, t: __m512, _: f32) -> __m512 {
+        // SAFETY: AVX-512F as the caller vouches.
+        let s = unsafe { exp_of_minus_abs(z) };
+        let one = _mm512_set1_ps(1.0);
+        let non_negative = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(z, _mm512_setzero_ps());
+        let numerator = _mm512_mask_blend_ps(non_negative, s, one);
+        _mm512_sub_ps(_mm512_div_ps(numerator, _mm512_add_ps(one, s)), t)
     }
 
     /// [`super::gradient`] of 16 rows with `g`.
@@ -354,17 +426,26 @@ mod tests {
             assert!(!crate::ops::vector_libm::matches_libm());
             return;
         };
+        let (replica_terms, sigmoids) = (lanes::replica_terms(), lanes::sigmoids_less_targets());
+        let (Some(replica_terms), Some(sigmoids)) = (replica_terms, sigmoids) else {
+            panic!("one model's passes run here, the replicas' too");
+        };
         for ((pass, constant), one) in [
             (terms, &(|z, t| term(z, t)) as &dyn Fn(f32, f32) -> f32),
             (gradients, &|z, t| gradient(g, z, t)),
+            (replica_terms, &replica_term),
+            (sigmoids, &sigmoid_less_target),
         ] {
             let mut out = vec![0f32; z.len()];
             assert_eq!(pass(&z, &t, &mut out, constant), z.len() / 16 * 16);
-            for ((&z, &t), o) in z.iter().zip(&t).zip(&out).take(z.len() / 16 * 16) {
-                assert_eq!(
-                    o.to_bits(),
-                    one(z, t).to_bits(),
-                    "z {z} ({:#x}), y {t}",
+            for ((&z, &t), &o) in z.iter().zip(&t).zip(&out).take(z.len() / 16 * 16) {
+                // Which NaN an operation on two NaNs returns is the compiler's choice (it may
+                // swap an addition's operands), so NaNs match any NaN; every other bit must.
+                let want = one(z, t);
+                let same = o.to_bits() == want.to_bits() || (o.is_nan() && want.is_nan());
+                assert!(
+                    same,
+                    "z {z} ({:#x}), y {t}: {o} against {want}",
                     z.to_bits()
                 );
             }
@@ -383,6 +464,18 @@ mod tests {
             })
             .sum();
         assert_eq!(one.0[0], ((sum / 1500.0) as f32).to_bits());
+        // Each row's gradient, as the one-row loop computed it in place.
+        let dloss = [1.0f32, 0.5, 2.0];
+        for (i, &got) in one.1.iter().enumerate() {
+            let (z, t, scale) = (z(i), (i % 3 == 0) as u8 as f32, dloss[i / 1500] / 1500.0);
+            let s = (-z.abs()).exp();
+            let sigmoid = if z >= 0.0 {
+                1.0 / (1.0 + s)
+            } else {
+                s / (1.0 + s)
+            };
+            assert_eq!(got, ((sigmoid - t) * scale).to_bits(), "row {i}");
+        }
         for threads in [2, 3, 7] {
             assert_eq!(run(threads), one, "{threads} threads");
         }
