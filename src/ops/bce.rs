@@ -193,57 +193,41 @@ mod lanes {
     #[cfg(target_arch = "x86_64")]
     use {super::super::vector_libm, std::arch::x86_64::*};
 
+    /// The pass of a 16-row `kernel` with its `constant` where the copies give this machine's
+    /// libm bits (AVX-512 then), else `None`.
+    macro_rules! pass {
+        ($kernel:ident, $constant:expr) => {{
+            #[cfg(target_arch = "x86_64")]
+            if vector_libm::matches_libm() {
+                // SAFETY: AVX-512F, as matches_libm found.
+                let lanes: fn(&[f32], &[f32], &mut [f32], f32) -> usize =
+                    |z, t, out, c| unsafe { each_16(z, t, out, c, $kernel) };
+                return Some((lanes, $constant));
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = $constant;
+            None
+        }};
+    }
+
     /// The pass of [`super::term`], where it can run.
     pub(super) fn terms() -> Option<Lanes> {
-        #[cfg(target_arch = "x86_64")]
-        if vector_libm::matches_libm() {
-            // SAFETY: AVX-512F, as matches_libm found.
-            return Some((
-                |z, t, out, _| unsafe { each_16(z, t, out, 0.0, term_16) },
-                0.0,
-            ));
-        }
-        None
+        pass!(term_16, 0.0)
     }
 
     /// The pass of [`super::gradient`] with `g`, where it can run.
     pub(super) fn gradients(g: f32) -> Option<Lanes> {
-        #[cfg(target_arch = "x86_64")]
-        if vector_libm::matches_libm() {
-            // SAFETY: AVX-512F, as matches_libm found.
-            return Some((
-                |z, t, out, g| unsafe { each_16(z, t, out, g, gradient_16) },
-                g,
-            ));
-        }
-        let _ = g;
-        None
+        pass!(gradient_16, g)
     }
 
     /// The pass of [`super::replica_term`], where it can run.
     pub(super) fn replica_terms() -> Option<Lanes> {
-        #[cfg(target_arch = "x86_64")]
-        if vector_libm::matches_libm() {
-            // SAFETY: AVX-512F, as matches_libm found.
-            return Some((
-                |z, t, out, _| unsafe { each_16(z, t, out, 0.0, replica_term_16) },
-                0.0,
-            ));
-        }
-        None
+        pass!(replica_term_16, 0.0)
     }
 
     /// The pass of [`super::sigmoid_less_target`], where it can run.
     pub(super) fn sigmoids_less_targets() -> Option<Lanes> {
-        #[cfg(target_arch = "x86_64")]
-        if vector_libm::matches_libm() {
-            // SAFETY: AVX-512F, as matches_libm found.
-            return Some((
-                |z, t, out, _| unsafe { each_16(z, t, out, 0.0, sigmoid_less_target_16) },
-                0.0,
-            ));
-        }
-        None
+        pass!(sigmoid_less_target_16, 0.0)
     }
 
     /// `f` on each 16 rows of `z` and `t` into `out`; how many rows that was.

@@ -1666,6 +1666,18 @@ pub(super) mod tests {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
     }
 
+    /// Values with many bits set, of both signs, different for each `salt` (the x86 kernels'
+    /// tests).
+    #[cfg(target_arch = "x86_64")]
+    pub(in crate::ops) fn salted_values(len: usize, salt: u32) -> Vec<f32> {
+        (0..len as u32)
+            .map(|i| {
+                ((i.wrapping_mul(2654435761) ^ salt.wrapping_mul(40503)) % 20011) as f32 / 977.0
+                    - 10.0
+            })
+            .collect()
+    }
+
     /// The first `len` values of a tensor (the kernels' `values`, which the test values hide).
     fn tensor_values(t: FlexTensor, len: usize) -> Vec<f32> {
         super::values(t, len)

@@ -183,18 +183,8 @@ unsafe fn tile<const R: usize, const V: usize>(
 mod tests {
     use super::*;
     use crate::ops::Activation;
-    use crate::ops::kernels::tests::same_bits;
+    use crate::ops::kernels::tests::{salted_values as values, same_bits};
     use crate::ops::kernels::{gemm_block, gemm_into};
-
-    /// Values with many bits set, of both signs, different for each `salt`.
-    fn values(len: usize, salt: u32) -> Vec<f32> {
-        (0..len as u32)
-            .map(|i| {
-                ((i.wrapping_mul(2654435761) ^ salt.wrapping_mul(40503)) % 20011) as f32 / 977.0
-                    - 10.0
-            })
-            .collect()
-    }
 
     /// `[m, n]` from `gemm_into` on `threads` (this kernel where it applies), and from the gemm
     /// crate as one serial product; rhs `[k, n]` row-major, or the transpose of a row-major
