@@ -4,9 +4,9 @@
 //! The gemm crate computes a row-major output as its transpose, `dstᵀ = rhsᵀ · lhsᵀ`, and packs
 //! lhs's rows into panels first. With a sum of 10 the packing and the crate's bookkeeping cost
 //! as much as the arithmetic: one thread took 20 µs for that product, this kernel 10 µs (a
-//! Xeon with AVX-512, family 6 model 167; the copy of the destination left out). Each output element here
-//! is the crate's chain, so the bits are the crate's (the tests compare them): fused
-//! multiply-adds from zero in the order of the sum (one chunk: the crate's chunks are far
+//! Xeon with AVX-512, family 6 model 167; the copy of the destination left out). Each output
+//! element here is the crate's chain, so the bits are the crate's (the tests compare them):
+//! fused multiply-adds from zero in the order of the sum (one chunk: the crate's chunks are far
 //! longer than [`SHORT`]), then added to the destination when it is kept. A tile is a few rows
 //! of the output by one or two vectors of its columns, in registers; each step of the sum
 //! broadcasts one scalar of each of lhs's rows and reads one row of rhs. Each element is
@@ -52,8 +52,8 @@ pub(super) fn applies((m, n, k): (usize, usize, usize), (lhs, rhs): (View, View)
 ///
 /// # Safety
 /// [`applies`] holds; `dst_rs >= n`; `dst` is writable at `i * dst_rs + j` for `i < m`,
-/// `j < n` (and initialised there when `keep`); `lhs` and `rhs` address `m x k` and `k x n` elements
-/// through their strides.
+/// `j < n` (and initialised there when `keep`); `lhs` and `rhs` address `m x k` and `k x n`
+/// elements through their strides.
 pub(super) unsafe fn product_into(
     (dst, dst_rs): (*mut f32, usize),
     (m, n, k): (usize, usize, usize),

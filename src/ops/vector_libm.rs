@@ -1,6 +1,7 @@
 //! `expf` and `log1pf` on 16 floats at once (AVX-512), with the bits of the glibc the
 //! project's records were made with (2.36): binary cross-entropy calls both on every row,
-//! forward and backward, and glibc's scalar calls were a ninth of a one-thread tabular-mlp step.
+//! forward and backward, and glibc's scalar calls were an eighth of a one-thread tabular-mlp
+//! step.
 //!
 //! Each is glibc's own algorithm, operation for operation, so each lane rounds exactly as the
 //! scalar call does; any other formula, however accurate, would change the losses' bits.
@@ -14,9 +15,9 @@
 //!
 //! Lanes outside the ranges those fast paths cover (`|x| >= 88` for `expf`; for `log1pf`
 //! inputs below 2^-29 or above 1, and the few near 1 where fdlibm takes its branch for
-//! `|f| < 2^-20`) are handed to the scalar call. The tests compare every float both functions take in binary
-//! cross-entropy. A machine whose libm gives other bits (another glibc, another C library)
-//! fails [`matches_libm`]'s probe, and ember keeps the scalar calls there.
+//! `|f| < 2^-20`) are handed to the scalar call. The tests compare every float both functions
+//! take in binary cross-entropy. A machine whose libm gives other bits (another glibc, another
+//! C library) fails [`matches_libm`]'s probe, and ember keeps the scalar calls there.
 
 use std::arch::x86_64::*;
 
