@@ -1678,6 +1678,46 @@ pub(super) mod tests {
             .collect()
     }
 
+    /// `[m, n]` from `gemm_into` on a pool of `threads` (ember's own kernel where one applies)
+    /// and from the gemm crate as one serial product, on [`salted_values`] with a kept start;
+    /// `lhs_t`: lhs `[m, k]` is the transpose of a row-major `[k, m]` (a weight gradient's
+    /// xᵀ); `rhs_t`: rhs `[k, n]` is the transpose of a row-major `[n, k]` (a weight in an
+    /// input gradient). Otherwise both are row-major.
+    #[cfg(target_arch = "x86_64")]
+    pub(in crate::ops) fn ours_and_crates(
+        threads: usize,
+        (m, n, k): (usize, usize, usize),
+        keep: bool,
+        (lhs_t, rhs_t): (bool, bool),
+    ) -> [Vec<f32>; 2] {
+        let (lhs_values, rhs_values) = (salted_values(m * k, 1), salted_values(k * n, 2));
+        let lhs = match lhs_t {
+            true => SendView((lhs_values.as_ptr(), 1, m as isize)),
+            false => SendView((lhs_values.as_ptr(), k as isize, 1)),
+        };
+        let rhs = match rhs_t {
+            true => SendView((rhs_values.as_ptr(), 1, k as isize)),
+            false => SendView((rhs_values.as_ptr(), n as isize, 1)),
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let (mut ours, mut crates) = (salted_values(m * n, 3), salted_values(m * n, 3));
+        let (identity, dst) = (crate::ops::Activation::Identity, SendPtr(ours.as_mut_ptr()));
+        // SAFETY: both destinations hold m * n initialised elements; the views m x k and k x n.
+        pool.install(|| unsafe {
+            let operands = (lhs.get(), rhs.get());
+            gemm_into(dst.get(), (m, n, k), keep, operands, identity, true)
+        });
+        let (operands, serial) = ((lhs.get(), rhs.get()), gemm::Parallelism::None);
+        unsafe {
+            let crates = crates.as_mut_ptr();
+            gemm_block(crates, n, (m, n, k), keep, operands, identity, serial)
+        };
+        [ours, crates]
+    }
+
     /// The first `len` values of a tensor (the kernels' `values`, which the test values hide).
     fn tensor_values(t: FlexTensor, len: usize) -> Vec<f32> {
         super::values(t, len)

@@ -207,50 +207,12 @@ unsafe fn tile_sums<const V: usize, const C: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::Activation;
-    use crate::ops::kernels::tests::{salted_values as values, same_bits};
-    use crate::ops::kernels::{gemm_block, gemm_into};
+    use crate::ops::kernels::tests::{ours_and_crates, same_bits};
 
-    /// `[m, n]` from `gemm_into` on `threads` (this kernel where it applies), and from the gemm
-    /// crate as one serial product; lhs `[m, k]` as the transpose of row-major `[k, m]` (a
-    /// weight gradient's xᵀ) or row-major itself.
-    fn both(
-        threads: usize,
-        (m, n, k): (usize, usize, usize),
-        keep: bool,
-        lhs_t: bool,
-    ) -> [Vec<f32>; 2] {
-        let (lhs_values, rhs_values) = (values(m * k, 1), values(k * n, 2));
-        let lhs = match lhs_t {
-            true => SendView((lhs_values.as_ptr(), 1, m as isize)),
-            false => SendView((lhs_values.as_ptr(), k as isize, 1)),
-        };
-        let rhs = SendView((rhs_values.as_ptr(), n as isize, 1));
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        let (mut ours, mut crates) = (values(m * n, 3), values(m * n, 3));
-        let identity = Activation::Identity;
-        let dst = SendPtr(ours.as_mut_ptr());
-        // SAFETY: both destinations hold m * n initialised elements; the views m x k and k x n.
-        pool.install(|| unsafe {
-            let operands = (lhs.get(), rhs.get());
-            gemm_into(dst.get(), (m, n, k), keep, operands, identity, true)
-        });
-        let (operands, serial) = ((lhs.get(), rhs.get()), gemm::Parallelism::None);
-        unsafe {
-            gemm_block(
-                crates.as_mut_ptr(),
-                n,
-                (m, n, k),
-                keep,
-                operands,
-                identity,
-                serial,
-            )
-        };
-        [ours, crates]
+    /// `[m, n]` from `gemm_into` on `threads` and from the gemm crate; lhs `[m, k]` as the
+    /// transpose of row-major `[k, m]` (a weight gradient's xᵀ) or row-major itself.
+    fn both(threads: usize, dims: (usize, usize, usize), keep: bool, lhs_t: bool) -> [Vec<f32>; 2] {
+        ours_and_crates(threads, dims, keep, (lhs_t, false))
     }
 
     #[test]

@@ -183,41 +183,13 @@ unsafe fn tile<const R: usize, const V: usize>(
 mod tests {
     use super::*;
     use crate::ops::Activation;
-    use crate::ops::kernels::tests::{salted_values as values, same_bits};
-    use crate::ops::kernels::{gemm_block, gemm_into};
+    use crate::ops::kernels::gemm_block;
+    use crate::ops::kernels::tests::{ours_and_crates, salted_values as values, same_bits};
 
-    /// `[m, n]` from `gemm_into` on `threads` (this kernel where it applies), and from the gemm
-    /// crate as one serial product; rhs `[k, n]` row-major, or the transpose of a row-major
-    /// `[n, k]` (a weight in an input gradient).
-    fn both(
-        threads: usize,
-        (m, n, k): (usize, usize, usize),
-        keep: bool,
-        rhs_t: bool,
-    ) -> [Vec<f32>; 2] {
-        let (lhs_values, rhs_values) = (values(m * k, 1), values(k * n, 2));
-        let lhs = SendView((lhs_values.as_ptr(), k as isize, 1));
-        let rhs = match rhs_t {
-            true => SendView((rhs_values.as_ptr(), 1, k as isize)),
-            false => SendView((rhs_values.as_ptr(), n as isize, 1)),
-        };
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        let (mut ours, mut crates) = (values(m * n, 3), values(m * n, 3));
-        let (identity, dst) = (Activation::Identity, SendPtr(ours.as_mut_ptr()));
-        // SAFETY: both destinations hold m * n initialised elements; the views m x k and k x n.
-        pool.install(|| unsafe {
-            let operands = (lhs.get(), rhs.get());
-            gemm_into(dst.get(), (m, n, k), keep, operands, identity, true)
-        });
-        let (operands, serial) = ((lhs.get(), rhs.get()), gemm::Parallelism::None);
-        unsafe {
-            let crates = crates.as_mut_ptr();
-            gemm_block(crates, n, (m, n, k), keep, operands, identity, serial)
-        };
-        [ours, crates]
+    /// `[m, n]` from `gemm_into` on `threads` and from the gemm crate; rhs `[k, n]` row-major,
+    /// or the transpose of a row-major `[n, k]` (a weight in an input gradient).
+    fn both(threads: usize, dims: (usize, usize, usize), keep: bool, rhs_t: bool) -> [Vec<f32>; 2] {
+        ours_and_crates(threads, dims, keep, (false, rhs_t))
     }
 
     #[test]
