@@ -638,7 +638,7 @@ pub(super) fn contiguous(t: FlexTensor, len: usize) -> (FlexTensor, std::ops::Ra
 }
 
 /// Applies `act` in place.
-fn activate(act: super::Activation, values: &mut [f32]) {
+pub(super) fn activate(act: super::Activation, values: &mut [f32]) {
     match act {
         super::Activation::Identity => {}
         super::Activation::Relu => relu_slice(values),
@@ -676,7 +676,8 @@ fn tensor(values: Vec<f32>, rows: usize, cols: usize) -> FlexTensor {
 }
 
 /// `act(x · w + b)`: the bias is written into the output first and the product accumulated onto
-/// it, then the activation is applied in place.
+/// it, then the activation is applied in place; or, for a tall batch and a narrow output on
+/// AVX-512, the same bits from [`super::tall_products`].
 ///
 /// With `hand_on_view` (a hidden layer's output, which only ember's operations read), a layer
 /// turned over hands its output on as the view of yᵀ ([`linear_turned_over`]); else in rows.
@@ -708,6 +709,17 @@ pub fn linear(
         return if hand_on_view { y } else { to_contiguous(&y) };
     }
     let mut out = uninit(m * n);
+    #[cfg(target_arch = "x86_64")]
+    if super::tall_products::applies((m, n, k), operands) {
+        let split = m * n * k >= ROW_BLOCK_WORK;
+        // SAFETY: `out` holds m x n elements, which the product writes whole; the views
+        // address x's m x k and w's k x n elements; `bias` holds n.
+        unsafe {
+            let dst = out.as_mut_ptr().cast();
+            super::tall_products::linear_into(dst, (m, n, k), operands, bias, act, split);
+            return tensor(assume_init(out), m, n);
+        }
+    }
     fill_rows_over_pool(&mut out, bias);
     // SAFETY: `out` was filled just above; x and w are viewed through their layouts.
     tensor(unsafe { onto_biases(out, (m, n, k), operands, act) }, m, n)

@@ -32,6 +32,8 @@ mod shared_input;
 #[cfg(target_arch = "x86_64")]
 mod short_sums;
 mod subnormals;
+#[cfg(target_arch = "x86_64")]
+mod tall_products;
 mod transpose;
 #[cfg(target_arch = "x86_64")]
 mod vector_libm;
