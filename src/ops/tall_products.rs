@@ -7,18 +7,24 @@
 //! of x, each step of the sum one vector of x's column (gathered, as x's rows stand) and one
 //! broadcast scalar of w's row per output column, so every lane is useful.
 //!
-//! The bits are the crate's. For a sum of at most 512 the crate sums in one chunk, whatever the
-//! cache (it never cuts the sum shorter). Each output element is then a chain of fused
-//! multiply-adds from zero in the order of the sum, added to the bias that the destination
-//! holds. Here each element takes the same chain and the same addition. Each element is
-//! computed whole by one thread, so the thread count does not change a bit.
+//! The bits are the crate's. For these shapes the crate always takes its blocked kernel, and a
+//! sum of at most 512 it never cuts into chunks, whatever the cache. Each output element is
+//! then a chain of fused multiply-adds from zero in the order of the sum, which the crate adds
+//! onto the bias that the destination holds as `fma(1, sum, bias)`: one rounding, the same as
+//! `bias + sum`. Here each element takes the same chain and the same addition (NaN payloads
+//! aside, where two NaNs meet). Each element is computed whole by one thread, so the thread
+//! count does not change a bit.
+//!
+//! A block is 16 rows of the batch (one vector); a tile is a block's share of up to 24 output
+//! columns, held in registers.
 
 use super::Activation;
+use super::input_grad::blocked;
 use super::kernels::{SendPtr, SendView, View, activate};
 use crate::device::simd::{Simd, detected};
 use rayon::prelude::*;
 
-/// Rows in one AVX-512 vector: the rows of a tile.
+/// Rows in one AVX-512 vector: the rows of a block.
 const LANES: usize = 16;
 
 /// Floats in a cache line.
@@ -28,25 +34,31 @@ const LINE: isize = 16;
 /// broadcast scalar in the 32 registers.
 const COLS: usize = 24;
 
-/// Wider outputs stay with the crate: each further tile gathers x's columns again.
+/// Wider outputs stay with the crate: each further tile gathers x's columns again. The
+/// scatters' 32-bit offsets (`15 · n`) rely on this bound too.
 const MAX_COLS: usize = 2 * COLS;
 
-/// The crate's shortest chunk along the sum.
-const CHUNK: usize = 512;
+/// The longest sum the crate never cuts into chunks (`gemm_common::cache::kernel_params` takes
+/// `max(512, …).min(k)` as its chunk).
+const UNCUT: usize = 512;
+
+/// Multiply-adds per thread at least, when the blocks are spread over the pool.
+const PART_WORK: usize = 1 << 16;
 
 /// Shorter batches stay with the crate: fashion-mlp's 64-row output layer was not measured here.
 const MIN_ROWS: usize = 256;
 
 /// Whether [`linear_into`] computes `x [m, k] · w [k, n]`: on AVX-512, for a tall batch and a
-/// narrow output where the crate takes its blocked kernel (not its matrix-vector kernels for
-/// one column, its kernel for sums of 1 or 2, or its lane-wise kernel for small outputs), with
-/// both operands read forwards (the crate sums a flipped view from its far end).
+/// narrow output where the crate takes its blocked kernel (`input_grad::blocked`: not its
+/// matrix-vector kernels for one column, its kernel for sums of 1 or 2, or its lane-wise kernel
+/// for small outputs), with both operands read forwards (the crate sums a flipped view from its
+/// far end).
 pub(super) fn applies((m, n, k): (usize, usize, usize), (x, w): (View, View)) -> bool {
     let ((_, x_rs, x_cs), (_, w_rs, w_cs)) = (x, w);
     let forwards = x_rs > 0 && x_cs > 0 && w_rs > 0 && w_cs > 0;
     // The gather's offsets are 32-bit: LANES rows of x apart.
     let gathers = x_rs <= (i32::MAX / LANES as i32) as isize;
-    let shape = m >= MIN_ROWS && (2..=MAX_COLS).contains(&n) && (3..=CHUNK).contains(&k);
+    let shape = m >= MIN_ROWS && n <= MAX_COLS && k <= UNCUT && blocked(m, n, k);
     shape && forwards && gathers && detected() == Simd::Avx512
 }
 
@@ -67,11 +79,11 @@ pub(super) unsafe fn linear_into(
     assert_eq!(bias.len(), n, "one bias per output column");
     let blocks = m.div_ceil(LANES);
     let parts = match split {
-        true => rayon::current_num_threads().min(blocks),
+        true => (rayon::current_num_threads().min(blocks)).min((m * n * k / PART_WORK).max(1)),
         false => 1,
     };
     let (dst, x, w) = (SendPtr(dst), SendView(x), SendView(w));
-    // Part p takes blocks p·blocks/parts.., whole tiles of rows each.
+    // Part p takes blocks p·blocks/parts.. .
     let part = |p: usize| {
         for b in p * blocks / parts..(p + 1) * blocks / parts {
             let (first, rows) = (b * LANES, LANES.min(m - b * LANES));
@@ -133,22 +145,21 @@ type Out<'a> = (*mut f32, usize, &'a [f32]);
 /// As for [`tile_sums`].
 #[target_feature(enable = "avx512f,fma")]
 unsafe fn tile(cols: usize, k: usize, x: (View, usize), w: View, out: Out) {
+    let gather = (x.0).1 != 1;
     macro_rules! widths {
-        ($gather:literal: $($c:literal)*) => {
-            match cols {
-                // SAFETY: forwarded from the caller.
-                $($c => unsafe { tile_sums::<$c, $gather>(k, x, w, out) },)*
+        ($($c:literal)*) => {
+            match (cols, gather) {
+                // SAFETY (every arm): forwarded from the caller.
+                $(($c, true) => unsafe { tile_sums::<$c, true>(k, x, w, out) },
+                  ($c, false) => unsafe { tile_sums::<$c, false>(k, x, w, out) },)*
                 _ => unreachable!("a tile of {cols} columns"),
             }
         };
     }
-    match (x.0).1 == 1 {
-        true => widths!(false: 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24),
-        false => widths!(true: 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24),
-    }
+    widths!(2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24)
 }
 
-/// A tile of `rows` rows (at most LANES) and `C` columns: for each column q and row r,
+/// A tile: `rows` rows (at most LANES) and `C` columns. For each column q and row r,
 /// `bias[q] + Σ_s x[r][s] · w[s][q]` over the `k` steps, the sum a chain of fused multiply-adds
 /// from zero in the order of s, as the gemm crate's kernel sums. Step s reads x's column s for
 /// the tile's rows (one vector: a masked load, or a gather when `GATHER`) and C scalars of w's
@@ -156,7 +167,7 @@ unsafe fn tile(cols: usize, k: usize, x: (View, usize), w: View, out: Out) {
 ///
 /// # Safety
 /// `rows` rows of x and dst, and `C` columns of w and dst, `k` steps each, lie inside the
-/// views; `bias` holds C.
+/// views; `bias` holds C; `15 · x_rs` and `15 · dst_rs` fit in an i32 ([`applies`]).
 #[target_feature(enable = "avx512f,fma")]
 unsafe fn tile_sums<const C: usize, const GATHER: bool>(
     k: usize,
@@ -177,11 +188,12 @@ unsafe fn tile_sums<const C: usize, const GATHER: bool>(
         let (column, w_row) = unsafe { (x.offset(s * x_cs), w.offset(s * w_rs)) };
         let xv = match GATHER {
             true => unsafe {
-                // The next block's rows, a cache line a step: gathers alone leave the batch's
-                // rows to arrive one miss at a time (tabular-mlp's first layer ran slower than
-                // through the crate without this, faster with it).
-                // A prefetch never faults, so past x's end (the last tile) it is harmless, and
-                // the address is only computed (wrapping), never read.
+                // The next block's rows, a cache line a step (all of them where x is row-major
+                // and its rows no longer than the sum): gathers alone leave the batch's rows to
+                // arrive one miss at a time (tabular-mlp's first layer ran slower than through
+                // the crate without this, faster with it). A prefetch never faults, so past
+                // x's end (the last block) it is harmless; the address is only computed
+                // (wrapping), never read.
                 let next = x.wrapping_offset(LANES as isize * x_rs + s * LINE);
                 _mm_prefetch::<_MM_HINT_T0>(next.cast());
                 _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), mask, x_offsets, column)
@@ -196,7 +208,8 @@ unsafe fn tile_sums<const C: usize, const GATHER: bool>(
     }
     let dst_offsets = strided(dst_rs);
     for (q, (acc, &b)) in acc.iter().zip(bias).enumerate() {
-        // The bias plus the sum: the crate's addition onto the destination.
+        // The bias plus the sum: the crate's `fma(1, sum, bias)` onto the destination, rounded
+        // once as this addition is.
         let v = _mm512_add_ps(_mm512_set1_ps(b), *acc);
         // SAFETY: the tile's rows of column q are inside dst; masked lanes are not written.
         unsafe { _mm512_mask_i32scatter_ps::<4>(dst.add(q), mask, dst_offsets, v) };
@@ -209,66 +222,106 @@ mod tests {
     use crate::ops::kernels::gemm_block;
     use crate::ops::kernels::tests::{salted_values, same_bits};
 
-    /// `act(x · w + bias)` `[m, n]` from [`linear_into`] on `threads` and from the crate (the
-    /// biases filled in, its product kept onto them, then the activation); x row-major, or
-    /// column-major when `x_t` (a layer handed on as a view).
+    /// How a test lays x out: its rows (as a batch stands), its columns (a layer handed on as
+    /// a view), rows with a gap after each (a slice of a wider table), or every other column.
+    #[derive(Clone, Copy, Debug)]
+    enum Layout {
+        Rows,
+        Columns,
+        PaddedRows,
+        EveryOtherColumn,
+    }
+
+    /// x's view over a buffer of `m x k` values laid out as `layout`, and the buffer's length.
+    fn x_view(layout: Layout, (m, k): (usize, usize)) -> ((isize, isize), usize) {
+        let (rs, cs) = match layout {
+            Layout::Rows => (k, 1),
+            Layout::Columns => (1, m),
+            Layout::PaddedRows => (k + 3, 1),
+            Layout::EveryOtherColumn => (2 * k + 1, 2),
+        };
+        ((rs as isize, cs as isize), (m - 1) * rs + (k - 1) * cs + 1)
+    }
+
+    /// Salted values with NaNs, infinities and zeros of both signs planted every 97th element
+    /// when `special`.
+    fn values(len: usize, salt: u32, special: bool) -> Vec<f32> {
+        let planted = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 1e-40];
+        let mut v = salted_values(len, salt);
+        for (i, x) in v
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| special && i % 97 == 5)
+        {
+            *x = planted[(i / 97) % planted.len()];
+        }
+        v
+    }
+
+    /// `act(x · w + bias)` `[m, n]` as `kernels::linear` computes it on `threads` (here where
+    /// [`applies`] holds, else the crate) and from the crate (the biases filled in, its product
+    /// kept onto them, then the activation); w row-major, or transposed when `w_t`.
     fn both(
         threads: usize,
         (m, n, k): (usize, usize, usize),
-        x_t: bool,
+        (layout, w_t, special): (Layout, bool, bool),
         act: Activation,
     ) -> [Vec<f32>; 2] {
+        let ((x_rs, x_cs), x_len) = x_view(layout, (m, k));
         let (x, w, bias) = (
-            salted_values(m * k, 1),
-            salted_values(k * n, 2),
-            salted_values(n, 4),
+            values(x_len, 1, special),
+            values(k * n, 2, special),
+            values(n, 4, special),
         );
-        let x_view = match x_t {
-            true => (x.as_ptr(), 1, m as isize),
-            false => (x.as_ptr(), k as isize, 1),
+        let x = (x.as_ptr(), x_rs, x_cs);
+        let w = match w_t {
+            true => (w.as_ptr(), 1, k as isize),
+            false => (w.as_ptr(), n as isize, 1),
         };
-        let w_view = (w.as_ptr(), n as isize, 1);
-        assert_eq!(
-            applies((m, n, k), (x_view, w_view)),
-            detected() == Simd::Avx512
-        );
+        let crates_of = |dst: &mut Vec<f32>| {
+            *dst = (0..m).flat_map(|_| bias.iter().copied()).collect();
+            let serial = gemm::Parallelism::None;
+            // SAFETY: dst holds m * n initialised elements; the views address x's and w's.
+            unsafe { gemm_block(dst.as_mut_ptr(), n, (m, n, k), true, (x, w), act, serial) };
+        };
         let mut ours = vec![f32::NAN; m * n];
-        let (dst, xs, ws) = (
-            SendPtr(ours.as_mut_ptr()),
-            SendView(x_view),
-            SendView(w_view),
-        );
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        // SAFETY: ours holds m * n elements; the views address x's and w's.
-        pool.install(|| unsafe {
-            linear_into(dst.get(), (m, n, k), (xs.get(), ws.get()), &bias, act, true)
-        });
-        let mut crates: Vec<f32> = (0..m).flat_map(|_| bias.iter().copied()).collect();
-        let serial = gemm::Parallelism::None;
-        // SAFETY: crates holds m * n initialised elements; the views as above.
-        unsafe {
-            gemm_block(
-                crates.as_mut_ptr(),
-                n,
-                (m, n, k),
-                true,
-                (x_view, w_view),
-                act,
-                serial,
-            )
-        };
+        match applies((m, n, k), (x, w)) {
+            true => {
+                let (dst, views) = (SendPtr(ours.as_mut_ptr()), (SendView(x), SendView(w)));
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                // SAFETY: ours holds m * n elements; the views address x's and w's.
+                pool.install(|| unsafe {
+                    let views = (views.0.get(), views.1.get());
+                    linear_into(dst.get(), (m, n, k), views, &bias, act, true)
+                });
+            }
+            false => crates_of(&mut ours),
+        }
+        let mut crates = Vec::new();
+        crates_of(&mut crates);
         [ours, crates]
+    }
+
+    /// Whether two results are the same bits, any NaN matching any NaN (which NaN survives
+    /// where two meet is left to the instruction).
+    fn same(a: &[f32], b: &[f32]) -> bool {
+        let nan_free = |v: &[f32]| {
+            v.iter()
+                .map(|x| if x.is_nan() { f32::NAN } else { *x })
+                .collect::<Vec<_>>()
+        };
+        same_bits(&nan_free(a), &nan_free(b))
     }
 
     #[test]
     fn tall_products_give_the_gemm_crates_bits_on_any_thread_count() {
         // tabular-mlp's two hidden layers and a validation batch's tail of rows, every tile
         // width from 2 to 24 on one tile, two tiles (25 to 48 columns), the shortest and
-        // longest sums, and tanh, ReLU and none. On a CPU without AVX-512 this compares the
-        // crate with itself.
+        // longest sums, and tanh, ReLU and none; x in each layout, w as it stands and
+        // transposed, and values with NaNs, infinities, signed zeros and a subnormal planted.
         let tabular = [
             (2048, 20, 61),
             (2048, 10, 20),
@@ -284,21 +337,28 @@ mod tests {
             (4000, 7, 512),
         ];
         let shapes = tabular.into_iter().chain(widths).chain(wide);
+        let runs = [
+            (1, (Layout::Rows, false, false)),
+            (2, (Layout::Rows, false, true)),
+            (3, (Layout::Columns, false, false)),
+            (1, (Layout::PaddedRows, true, false)),
+            (5, (Layout::EveryOtherColumn, false, true)),
+            (2, (Layout::Columns, true, true)),
+        ];
         for (i, (m, n, k)) in shapes.enumerate() {
             let act = [Activation::Tanh, Activation::Relu, Activation::Identity][i % 3];
-            for (threads, x_t) in [(1, false), (2, false), (3, true), (1, true), (5, false)] {
-                let [ours, crates] = both(threads, (m, n, k), x_t, act);
-                assert!(
-                    same_bits(&ours, &crates),
-                    "({m}, {n}, {k}) on {threads} threads, x transposed {x_t}, {act:?}"
-                );
+            for (threads, case) in runs {
+                let [ours, crates] = both(threads, (m, n, k), case, act);
+                let which = format!("({m}, {n}, {k}) on {threads} threads, {case:?}, {act:?}");
+                assert!(same(&ours, &crates), "{which}");
             }
         }
     }
 
     #[test]
-    fn short_batches_wide_outputs_long_sums_and_flipped_views_stay_with_the_crate() {
+    fn tall_products_run_on_avx512_only_and_not_for_short_batches_wide_outputs_long_sums() {
         let (x, w) = ((std::ptr::null(), 61, 1), (std::ptr::null(), 20, 1));
+        assert_eq!(applies((2048, 20, 61), (x, w)), detected() == Simd::Avx512);
         assert!(!applies((255, 20, 61), (x, w)));
         assert!(!applies((2048, 49, 61), (x, w)));
         assert!(!applies((2048, 1, 61), (x, w)));
