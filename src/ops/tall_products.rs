@@ -79,11 +79,13 @@ pub(super) unsafe fn linear_into(
     assert_eq!(bias.len(), n, "one bias per output column");
     let blocks = m.div_ceil(LANES);
     let parts = match split {
-        true => (rayon::current_num_threads().min(blocks)).min((m * n * k / PART_WORK).max(1)),
+        true => rayon::current_num_threads()
+            .min(blocks)
+            .min((m * n * k / PART_WORK).max(1)),
         false => 1,
     };
     let (dst, x, w) = (SendPtr(dst), SendView(x), SendView(w));
-    // Part p takes blocks p·blocks/parts.. .
+    // Part p takes blocks p·blocks/parts up to (p + 1)·blocks/parts.
     let part = |p: usize| {
         for b in p * blocks / parts..(p + 1) * blocks / parts {
             let (first, rows) = (b * LANES, LANES.min(m - b * LANES));
