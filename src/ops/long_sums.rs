@@ -11,8 +11,9 @@
 //! same chain in the same order, so the bits are the crate's (the tests compare them): a tile
 //! of up to 32 rows x 12 columns in AVX-512 registers, each step of the sum one or two vectors
 //! of lhs's column (x's row, as it stands) and a few scalars of rhs's row, with no copies; the
-//! tiles' rows spread over the pool. Each element is summed by one thread, so the thread
-//! count does not change a bit.
+//! tiles' rows spread over the pool, or, where the sum has a chunk for every thread, its
+//! chunks ([`by_chunks`]). Either way each chunk of an element is summed by one thread and the
+//! chunks are added in order, so the thread count does not change a bit.
 
 use super::kernels::{SendPtr, SendView, View};
 use crate::device::simd::{Simd, detected};
@@ -64,12 +65,16 @@ pub(super) unsafe fn product_into(
     (lhs, rhs): (View, View),
     split: bool,
 ) {
-    let (dst, lhs, rhs) = (SendPtr(dst), SendView(lhs), SendView(rhs));
     let threads = if split {
         rayon::current_num_threads()
     } else {
         1
     };
+    if threads > 1 && k.div_ceil(CHUNK) >= threads {
+        // SAFETY: forwarded from the caller.
+        return unsafe { by_chunks(dst, (m, n, k), keep, (lhs, rhs)) };
+    }
+    let (dst, lhs, rhs) = (SendPtr(dst), SendView(lhs), SendView(rhs));
     // Blocks of two vectors of rows, or of one where that leaves a thread without a block.
     let block = if m.div_ceil(ROWS) >= threads {
         ROWS
@@ -85,6 +90,51 @@ pub(super) unsafe fn product_into(
     match threads > 1 {
         true => (0..blocks).into_par_iter().for_each(rows),
         false => (0..blocks).for_each(rows),
+    }
+}
+
+/// [`product_into`] with its chunks of the sum over the pool: each chunk's sums into a buffer of
+/// its own, then the chunks added into dst in order, as one thread adds them. A chunk's sums
+/// start from zero, so the bits are the same, and each thread reads only its chunks' rows of the
+/// operands: tabular-mlp's first weight gradient reads x's rows where the forward's blocks of
+/// rows left them, half in each core's cache, where blocks of dw's rows read all of x on both.
+///
+/// # Safety
+/// As for [`product_into`].
+unsafe fn by_chunks(
+    dst: *mut f32,
+    (m, n, k): (usize, usize, usize),
+    keep: bool,
+    ((l, l_rs, l_cs), (r, r_rs, r_cs)): (View, View),
+) {
+    let (lhs, rhs) = (SendView((l, l_rs, l_cs)), SendView((r, r_rs, r_cs)));
+    let mut partials = vec![0f32; k.div_ceil(CHUNK) * m * n];
+    partials
+        .par_chunks_mut(m * n)
+        .enumerate()
+        .for_each(|(c, sums)| {
+            let (start, len) = (c * CHUNK, CHUNK.min(k - c * CHUNK));
+            let ((l, ..), (r, ..)) = (lhs.get(), rhs.get());
+            // SAFETY: sum index `start` is inside both operands; this chunk's sums fill `sums`
+            // (keep false), a block of ROWS rows at a time.
+            unsafe {
+                let lhs = (l.offset(start as isize * l_cs), l_rs, l_cs);
+                let rhs = (r.offset(start as isize * r_rs), r_rs, r_cs);
+                for first in (0..m).step_by(ROWS) {
+                    let dims = (first, ROWS.min(m - first), n, len);
+                    rows_into(sums.as_mut_ptr(), dims, false, (lhs, rhs));
+                }
+            }
+        });
+    for (c, sums) in partials.chunks(m * n).enumerate() {
+        for (i, &sum) in sums.iter().enumerate() {
+            // SAFETY: i < m * n; dst's element is read only once written (by the caller when
+            // keep, by chunk 0 otherwise).
+            unsafe {
+                let d = dst.add(i);
+                d.write(if keep || c > 0 { d.read() + sum } else { sum });
+            }
+        }
     }
 }
 
