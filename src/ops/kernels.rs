@@ -1005,6 +1005,18 @@ impl SendView {
     }
 }
 
+/// Tiles of at most `widest` columns over `n` columns, as even as their number allows (20 as 10
+/// and 10, not 12 and 8): each tile's first column and width, in order.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn even_tiles(n: usize, widest: usize) -> impl Iterator<Item = (usize, usize)> {
+    let tiles = n.div_ceil(widest);
+    (0..tiles).scan(0, move |col, t| {
+        let (first, cols) = (*col, (n - *col).div_ceil(tiles - t));
+        *col += cols;
+        Some((first, cols))
+    })
+}
+
 /// A buffer of `len` floats for a kernel that writes every element before any is read.
 pub(super) fn uninit(len: usize) -> Vec<MaybeUninit<f32>> {
     let mut v = Vec::with_capacity(len);
@@ -1671,6 +1683,16 @@ pub(super) mod tests {
                     .all(|r| r[k..].iter().all(|v| v.is_nan()))
             );
         }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn even_tiles_share_columns_as_evenly_as_their_number_allows() {
+        let tiles = |n, widest| even_tiles(n, widest).collect::<Vec<_>>();
+        assert_eq!(tiles(20, 12), vec![(0, 10), (10, 10)]);
+        assert_eq!(tiles(30, 24), vec![(0, 15), (15, 15)]);
+        assert_eq!(tiles(25, 12), vec![(0, 9), (9, 8), (17, 8)]);
+        assert_eq!(tiles(7, 24), vec![(0, 7)]);
     }
 
     /// Whether two results are the same floats, bit for bit.

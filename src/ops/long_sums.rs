@@ -15,7 +15,7 @@
 //! chunks ([`by_chunks`]). Either way each chunk of an element is summed by one thread and the
 //! chunks are added in order, so the thread count does not change a bit.
 
-use super::kernels::{SendPtr, SendView, View};
+use super::kernels::{SendPtr, SendView, View, even_tiles};
 use crate::device::simd::{Simd, detected};
 use rayon::prelude::*;
 
@@ -167,7 +167,6 @@ unsafe fn rows_into(
     keep: bool,
     ((l, _, l_cs), (r, r_rs, _)): (View, View),
 ) {
-    let tiles = n.div_ceil(COLS);
     for (c, start) in (0..k).step_by(CHUNK).enumerate() {
         let len = CHUNK.min(k - start);
         // SAFETY: row `first` and sum index `start` are inside lhs; `start` inside rhs.
@@ -175,10 +174,7 @@ unsafe fn rows_into(
             let lhs = l.offset(first as isize + start as isize * l_cs);
             (lhs, r.offset(start as isize * r_rs))
         };
-        let mut col = 0;
-        for t in 0..tiles {
-            // Columns as even as the tiles allow: 20 as 10 and 10, not 12 and 8.
-            let cols = (n - col).div_ceil(tiles - t);
+        for (col, cols) in even_tiles(n, COLS) {
             // SAFETY: rows.. and cols columns from col are inside both operands.
             let sums = unsafe { tile(cols, len, (lhs, l_cs, rows), (rhs.add(col), r_rs)) };
             for (q, column) in sums.iter().enumerate().take(cols) {
@@ -191,7 +187,6 @@ unsafe fn rows_into(
                     }
                 }
             }
-            col += cols;
         }
     }
 }

@@ -20,7 +20,7 @@
 
 use super::Activation;
 use super::input_grad::blocked;
-use super::kernels::{SendPtr, SendView, View, activate};
+use super::kernels::{SendPtr, SendView, View, activate, even_tiles};
 use crate::device::simd::{Simd, detected};
 use rayon::prelude::*;
 
@@ -122,18 +122,13 @@ unsafe fn block_into(
             dst.add(first * n),
         )
     };
-    let tiles = n.div_ceil(COLS);
-    let mut col = 0;
-    for t in 0..tiles {
-        // Columns as even as the tiles allow: 30 as 15 and 15, not 24 and 6.
-        let cols = (n - col).div_ceil(tiles - t);
+    for (col, cols) in even_tiles(n, COLS) {
         // SAFETY: the tile's columns are inside w and dst; its rows inside x and dst.
         unsafe {
             let w = (w.offset(col as isize * w_cs), w_rs, w_cs);
             let out = (dst.add(col), n, &bias[col..col + cols]);
             tile(cols, k, (x, rows), w, out);
         }
-        col += cols;
     }
 }
 
