@@ -348,7 +348,7 @@ fn derivative_over_pool(pass: GradPass, dz: &mut [f32], y: &[f32]) {
 }
 
 /// Rows and columns of a 2-d tensor.
-fn dims(t: &FlexTensor) -> (usize, usize) {
+pub(super) fn dims(t: &FlexTensor) -> (usize, usize) {
     let s = t.layout().shape();
     assert_eq!(s.num_dims(), 2, "ember's linear takes 2-d tensors");
     (s[0], s[1])
@@ -671,7 +671,7 @@ pub(super) fn product(
     out
 }
 
-fn tensor(values: Vec<f32>, rows: usize, cols: usize) -> FlexTensor {
+pub(super) fn tensor(values: Vec<f32>, rows: usize, cols: usize) -> FlexTensor {
     FlexTensor::from_data(burn::tensor::TensorData::new(values, [rows, cols]))
 }
 
@@ -835,6 +835,12 @@ pub fn linear_backward(
     let (m, n) = dims(&grad);
     let (_, k) = dims(&x);
     let x = rows_unless(x, input_grad::blocked(k, n, m));
+    // Small layers on AVX-512 and a pool: by groups of rows, one thread to each (tabular-mlp).
+    let threads = rayon::current_num_threads();
+    #[cfg(target_arch = "x86_64")]
+    if super::chunked_backward::applies((m, k, n), (view(&x), view(&w)), need_dx, threads) {
+        return super::chunked_backward::backward(x, w, y, grad, act, need_dx);
+    }
     // The gradient before the activation, in the incoming gradient's buffer when possible.
     let dz = match derivative(act) {
         None => owned_contiguous(grad),
@@ -880,7 +886,6 @@ pub fn linear_backward(
     // there is one and they are large. This thread takes dx's side, the longer one in
     // tabular-mlp's second layer: with dw here instead, its 2-thread steps ran about 10 %
     // slower (Emerald Rapids, 12 rounds).
-    let threads = rayon::current_num_threads();
     if need_dx && gradients_side_by_side(m * n * k, threads) {
         let dx_side = |plan| dx_of(plan, false);
         let plan = dx_plan(true);
@@ -905,7 +910,8 @@ pub fn linear_backward(
 /// split in halves with a join in between. On two threads that holds from the row blocks' size
 /// up: tabular-mlp's second layer (dw [20 x 10] summed over 2,048 rows, too few rows for row
 /// blocks, beside dx) ran 1.09x faster than with dx alone split (Emerald Rapids, 4 rounds), and
-/// fashion-mlp's output layer as fast. On more threads, products below the column blocks'
+/// fashion-mlp's output layer as fast; on AVX-512 that layer now goes by chunks
+/// (`chunked_backward`). On more threads, products below the column blocks'
 /// size are left to the row blocks, which use every thread.
 fn gradients_side_by_side(work: usize, threads: usize) -> bool {
     match threads {

@@ -31,7 +31,7 @@ const LANES: usize = 16;
 const COLS: usize = 12;
 
 /// The gemm crate's chunk along the sum for outputs of at most 64 x 64.
-const CHUNK: usize = 512;
+pub(super) const CHUNK: usize = 512;
 
 /// Shorter sums stay with the gemm crate: the kernel was measured on sums of 512 rows and more
 /// (tabular-mlp's weight gradients, fashion-mlp's output layer).
@@ -94,6 +94,17 @@ pub(super) unsafe fn product_into(
     }
 }
 
+/// Whether [`product_into`] on `threads` takes the sum's chunks over the pool ([`by_chunks`]),
+/// which a layer's backward can then run chunk by chunk itself ([`chunk_into`], [`add_chunks`]).
+pub(super) fn takes_chunks(
+    dims: (usize, usize, usize),
+    operands: (View, View),
+    threads: usize,
+) -> bool {
+    let (m, _, k) = dims;
+    threads > 1 && applies(dims, operands) && chunks_balance_better((m, k), threads)
+}
+
 /// Chunks of the sum that [`by_chunks`] takes at most: their buffers stay small (256 KB for a
 /// 64 x 64 output).
 const MAX_CHUNKS: usize = 16;
@@ -109,39 +120,73 @@ fn chunks_balance_better((m, k): (usize, usize), threads: usize) -> bool {
 }
 
 /// [`product_into`] with its chunks of the sum over the pool: each chunk's sums into a buffer of
-/// its own, then the chunks added into dst in order, as one thread adds them. A chunk's sums
-/// start from zero, so the bits are the same, and each thread reads only its chunks' rows of the
-/// operands, where blocks of dw's rows read all of x on every thread. For tabular-mlp's first
-/// weight gradient that was 43.0 µs on two threads as blocks of rows, 29.4 µs as chunks (47.6
-/// on one).
+/// its own ([`chunk_into`]), then the chunks added into dst in order, as one thread adds them
+/// ([`add_chunks`]). A chunk's sums start from zero, so the bits are the same, and each thread
+/// reads only its chunks' rows of the operands, where blocks of dw's rows read all of x on
+/// every thread. For tabular-mlp's first weight gradient that was 43.0 µs on two threads as
+/// blocks of rows, 29.4 µs as chunks (47.6 on one).
 ///
 /// # Safety
 /// As for [`product_into`].
 unsafe fn by_chunks(
     dst: *mut f32,
-    (m, n, k): (usize, usize, usize),
+    dims: (usize, usize, usize),
     keep: bool,
-    ((l, l_rs, l_cs), (r, r_rs, r_cs)): (View, View),
+    operands: (View, View),
 ) {
-    let (lhs, rhs) = (SendView((l, l_rs, l_cs)), SendView((r, r_rs, r_cs)));
+    let (m, n, k) = dims;
+    let operands = (SendView(operands.0), SendView(operands.1));
     let mut partials = vec![0f32; k.div_ceil(CHUNK) * m * n];
     partials
         .par_chunks_mut(m * n)
         .enumerate()
-        .for_each(|(c, sums)| {
-            let (start, len) = (c * CHUNK, CHUNK.min(k - c * CHUNK));
-            let ((l, ..), (r, ..)) = (lhs.get(), rhs.get());
-            // SAFETY: sum index `start` is inside both operands; this chunk's sums fill `sums`
-            // (keep false), a block of ROWS rows at a time.
-            unsafe {
-                let lhs = (l.offset(start as isize * l_cs), l_rs, l_cs);
-                let rhs = (r.offset(start as isize * r_rs), r_rs, r_cs);
-                for first in (0..m).step_by(ROWS) {
-                    let dims = (first, ROWS.min(m - first), n, len);
-                    rows_into(sums.as_mut_ptr(), dims, false, (lhs, rhs));
-                }
-            }
+        // SAFETY: forwarded from the caller; `sums` holds m x n elements.
+        .for_each(|(c, sums)| unsafe {
+            chunk_into(sums, dims, c, (operands.0.get(), operands.1.get()))
         });
+    // SAFETY: forwarded from the caller.
+    unsafe { add_chunks(dst, (m, n), keep, &partials) }
+}
+
+/// Chunk `c` of [`product_into`]'s sum into `sums` (`m x n`, row-major), from zero.
+///
+/// # Safety
+/// As for [`product_into`]; `sums` holds `m * n` elements; chunk c starts inside the sum.
+pub(super) unsafe fn chunk_into(
+    sums: &mut [f32],
+    (m, n, k): (usize, usize, usize),
+    c: usize,
+    ((l, l_rs, l_cs), (r, r_rs, r_cs)): (View, View),
+) {
+    assert!(
+        sums.len() >= m * n,
+        "{} sums for a {m} x {n} chunk",
+        sums.len()
+    );
+    let (start, len) = (c * CHUNK, CHUNK.min(k - c * CHUNK));
+    // SAFETY: sum index `start` is inside both operands; the chunk's sums fill `sums` (keep
+    // false), a block of ROWS rows at a time.
+    unsafe {
+        let lhs = (l.offset(start as isize * l_cs), l_rs, l_cs);
+        let rhs = (r.offset(start as isize * r_rs), r_rs, r_cs);
+        for first in (0..m).step_by(ROWS) {
+            let dims = (first, ROWS.min(m - first), n, len);
+            rows_into(sums.as_mut_ptr(), dims, false, (lhs, rhs));
+        }
+    }
+}
+
+/// The chunks' sums (`m x n` each, in the order of the sum) added into `dst` in order, as the
+/// gemm crate adds them: onto dst when `keep`, else the first chunk written as it is.
+///
+/// # Safety
+/// `dst` holds `m * n` writable elements (initialised when `keep`).
+pub(super) unsafe fn add_chunks(
+    dst: *mut f32,
+    (m, n): (usize, usize),
+    keep: bool,
+    partials: &[f32],
+) {
     for (c, sums) in partials.chunks(m * n).enumerate() {
         for (i, &sum) in sums.iter().enumerate() {
             // SAFETY: i < m * n; dst's element is read only once written (by the caller when

@@ -18,6 +18,8 @@ mod batch_norm;
 mod bce;
 mod channel_sums;
 #[cfg(target_arch = "x86_64")]
+mod chunked_backward;
+#[cfg(target_arch = "x86_64")]
 mod column_sums;
 mod conv;
 pub mod dropout;
