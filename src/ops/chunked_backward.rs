@@ -30,8 +30,10 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 /// Whether a layer with a batch of `m` rows, `k` inputs and `n` outputs, its input `x` and its
-/// weight `w` as they stand, takes [`backward`] on `threads`: where dw takes `long_sums`' chunks
-/// over the pool, and dx (when needed) takes `short_sums`, whole and chunk by chunk.
+/// weight `w` as they stand, takes [`backward`] on `threads`: where the whole layer's path would
+/// sum dw by `long_sums`' chunks (with the same bits on one thread or many) and dx (when
+/// needed) by `short_sums`, whole and chunk by chunk, and the products are worth a pool's
+/// blocks of rows (`kernels::ROW_BLOCK_WORK`): smaller ones stay on one thread.
 pub(super) fn applies(
     (m, k, n): (usize, usize, usize),
     (x, w): (View, View),
@@ -41,12 +43,16 @@ pub(super) fn applies(
     let dz = (std::ptr::null(), n as isize, 1);
     let (xp, x_rs, x_cs) = x;
     let x_t = (xp, x_cs, x_rs);
-    long_sums::takes_chunks((k, n, m), (x_t, dz), threads) && (!need_dx || dx_by_rows((m, k, n), w))
+    let worth = m * k * n >= super::kernels::ROW_BLOCK_WORK;
+    worth
+        && long_sums::takes_chunks((k, n, m), (x_t, dz), threads)
+        && (!need_dx || dx_by_rows((m, k, n), w))
 }
 
-/// Whether `dx [m, k] = dz [m, n] · wᵀ` takes `short_sums` on the whole batch (as
-/// `input_grad` computes it: the crate's matrix-vector kernels never take a shape that
-/// `short_sums` takes) and on each chunk, the last and shortest included.
+/// Whether `dx [m, k] = dz [m, n] · wᵀ` takes `short_sums` on the whole batch, as `input_grad`
+/// computes it (`gemm_into`'s earlier kernels never take such a shape: `vector_products` needs
+/// a sum of one term or one output column, `long_sums` a long sum), and on each chunk, the last
+/// and shortest included.
 fn dx_by_rows((m, k, n): (usize, usize, usize), (wp, w_rs, w_cs): View) -> bool {
     let operands = ((std::ptr::null(), n as isize, 1), (wp, w_cs, w_rs));
     let last = m - (m - 1) / long_sums::CHUNK * long_sums::CHUNK;
@@ -88,7 +94,7 @@ pub(super) fn backward(
     let chunks = m.div_ceil(long_sums::CHUNK);
     let groups = threads.min(chunks);
     let mut partials = vec![0f32; chunks * k * n];
-    let db: Vec<OnceLock<Vec<f32>>> = (0..groups).map(|_| OnceLock::new()).collect();
+    let db: Vec<Carried> = (0..groups).map(|_| OnceLock::new()).collect();
     layer.groups_from(0, groups, &mut partials, &db);
     let mut dw = uninit(k * n);
     // SAFETY: dw holds k x n elements, which chunk 0 writes whole (keep false).
@@ -128,14 +134,10 @@ impl Layer<'_> {
     /// order, as [`column_sums`] runs them over the whole batch, so each group adds the rows
     /// that lie in its core's cache. The wait cannot deadlock: group g - 1 is the first half of
     /// the join that made group g's task, so it is running or done by then, and it waits only
-    /// for groups before it.
-    fn groups_from(
-        &self,
-        g: usize,
-        groups: usize,
-        partials: &mut [f32],
-        db: &[OnceLock<Vec<f32>>],
-    ) {
+    /// for groups before it. That holds as long as nothing in a group calls on the pool (each
+    /// group's kernels run on its own thread): a group's thread could otherwise take up group
+    /// g + 1 under group g, and wait for itself.
+    fn groups_from(&self, g: usize, groups: usize, partials: &mut [f32], db: &[Carried]) {
         let (m, k, n) = self.dims;
         let chunks = m.div_ceil(long_sums::CHUNK);
         let (first, end) = (g * chunks / groups, (g + 1) * chunks / groups);
@@ -151,7 +153,8 @@ impl Layer<'_> {
 
     /// Chunks `chunks` (group g): their rows of dz and dx, their sums of dw into `sums`, then
     /// the bias gradient's sums carried on through their rows into `db[g]`.
-    fn group(&self, chunks: Range<usize>, sums: &mut [f32], db: &[OnceLock<Vec<f32>>], g: usize) {
+    fn group(&self, chunks: Range<usize>, sums: &mut [f32], db: &[Carried], g: usize) {
+        let _poison = Poison(&db[g]);
         let (m, k, n) = self.dims;
         let rows = chunks.start * long_sums::CHUNK..m.min(chunks.end * long_sums::CHUNK);
         for (c, sums) in chunks.zip(sums.chunks_mut(k * n)) {
@@ -170,7 +173,9 @@ impl Layer<'_> {
             std::slice::from_raw_parts(self.dz.get().add(rows.start * n), rows.len() * n)
         };
         column_sums(&mut sums, dz);
-        db[g].set(sums).expect("each group sets its sums once");
+        db[g]
+            .set(Some(sums))
+            .expect("each group sets its sums once");
     }
 
     /// Rows `r` of dz (the derivative, in place) and of dx.
@@ -195,25 +200,40 @@ impl Layer<'_> {
     }
 }
 
+/// A group's bias sums through its rows, once it has added them; `None` where it panicked.
+type Carried = OnceLock<Option<Vec<f32>>>;
+
+/// Marks a group's sums as never coming, unless it set them: dropped in a panic, it lets the
+/// next group, which waits for them, panic too rather than wait for ever (`rayon::join` waits
+/// for both halves before it passes a panic on).
+struct Poison<'a>(&'a Carried);
+
+impl Drop for Poison<'_> {
+    fn drop(&mut self) {
+        // Ignored where the group set its sums.
+        let _ = self.0.set(None);
+    }
+}
+
 /// A value another thread sets.
 trait WaitFor {
     /// The value once set, spinning until then (yielding after a while, for a pool with more
-    /// threads than cores).
+    /// threads than cores); a panic where the group that sets it panicked.
     fn wait_for(&self) -> Vec<f32>;
 }
 
-impl WaitFor for OnceLock<Vec<f32>> {
+impl WaitFor for Carried {
     fn wait_for(&self) -> Vec<f32> {
         let mut spins = 0;
         loop {
-            if let Some(v) = self.get() {
-                return v.clone();
-            }
-            if spins < 4096 {
-                spins += 1;
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
+            match self.get() {
+                Some(Some(sums)) => return sums.clone(),
+                Some(None) => panic!("a group of a layer's backward before this one panicked"),
+                None if spins < 4096 => {
+                    spins += 1;
+                    std::hint::spin_loop();
+                }
+                None => std::thread::yield_now(),
             }
         }
     }
@@ -228,17 +248,26 @@ mod tests {
     use crate::ops::kernels::{linear_backward, values};
 
     /// dx (when asked for), dw and db of a `[m x k] · [k x n]` layer through
-    /// `kernels::linear_backward` on `threads`, and whether that took the chunks.
+    /// `kernels::linear_backward` on `threads`, w in rows or as the view of a transpose
+    /// (`w_columns`), and whether that took the chunks.
     fn gradients(
         threads: usize,
         (m, k, n): (usize, usize, usize),
         act: Activation,
-        need_dx: bool,
+        (need_dx, w_columns): (bool, bool),
     ) -> (Vec<Vec<f32>>, bool) {
+        use burn::tensor::ops::FloatTensorOps;
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
         pool.unwrap().install(|| {
             let x = tensor(salted_values(m * k, 1), m, k);
-            let w = tensor(salted_values(k * n, 2), k, n);
+            let w = match w_columns {
+                false => tensor(salted_values(k * n, 2), k, n),
+                true => burn::backend::Flex::float_swap_dims(
+                    tensor(salted_values(k * n, 2), n, k),
+                    0,
+                    1,
+                ),
+            };
             // An output in (-1, 1), as tanh's, and the gradient arriving at it.
             let y: Vec<f32> = salted_values(m * n, 3).iter().map(|v| v.tanh()).collect();
             let (y, grad) = (tensor(y, m, n), tensor(salted_values(m * n, 4), m, n));
@@ -262,21 +291,41 @@ mod tests {
             ((2100, 20, 10), Activation::Relu, true),
             ((1536, 32, 16), Activation::Identity, true),
             ((1537, 40, 3), Activation::Relu, false),
-            ((1300, 5, 7), Activation::Tanh, true),
+            ((1300, 12, 9), Activation::Tanh, true),
         ] {
-            let (whole, chunked) = gradients(1, dims, act, need_dx);
-            assert!(!chunked, "{dims:?} by chunks on one thread");
-            for threads in [2, 3] {
-                let (ours, chunked) = gradients(threads, dims, act, need_dx);
-                assert_eq!(chunked, avx512, "{dims:?} on {threads} threads");
-                for (i, (a, b)) in ours.iter().zip(&whole).enumerate() {
-                    assert!(
-                        same_bits(a, b),
-                        "{dims:?}, {act:?}, gradient {i}, {threads} threads"
-                    );
+            for w_columns in [false, true] {
+                let (whole, _) = gradients(1, dims, act, (need_dx, w_columns));
+                for threads in [2, 3] {
+                    let (ours, chunked) = gradients(threads, dims, act, (need_dx, w_columns));
+                    assert_eq!(chunked, avx512, "{dims:?} on {threads} threads");
+                    for (i, (a, b)) in ours.iter().zip(&whole).enumerate() {
+                        let case = format!("{dims:?}, {act:?}, w in columns {w_columns}");
+                        assert!(same_bits(a, b), "{case}, gradient {i}, {threads} threads");
+                    }
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_group_that_panics_lets_the_next_one_panic_rather_than_wait() {
+        let failed: Carried = OnceLock::new();
+        std::thread::scope(|s| {
+            let group = s.spawn(|| {
+                let _poison = Poison(&failed);
+                panic!("a group fails")
+            });
+            assert!(group.join().is_err());
+        });
+        assert_eq!(failed.get(), Some(&None));
+        let waited = std::panic::catch_unwind(|| failed.wait_for());
+        assert!(waited.is_err(), "waiting on a group that panicked");
+        let done: Carried = OnceLock::new();
+        {
+            let _poison = Poison(&done);
+            done.set(Some(vec![1.5])).unwrap();
+        }
+        assert_eq!(done.wait_for(), vec![1.5]);
     }
 
     #[test]
@@ -292,6 +341,8 @@ mod tests {
         assert!(!applies((2048, 20, 17), views(20, 17), true, 2));
         assert!(!applies((2048, 33, 10), views(33, 10), true, 2));
         assert!(!applies((1024, 20, 10), views(20, 10), true, 3));
+        // Too little work for a pool's blocks of rows.
+        assert!(!applies((1024, 4, 4), views(4, 4), false, 2));
         assert_eq!(
             applies((1537, 20, 10), views(20, 10), false, 2),
             detected() == Simd::Avx512

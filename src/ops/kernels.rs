@@ -373,7 +373,7 @@ pub(super) type View = (*const f32, isize, isize);
 /// The work above which a product too narrow for column blocks is split by blocks of rows:
 /// tabular-mlp's 2,048-row products (61 x 20 and 20 x 10 weights) and fashion-mlp's output
 /// layer. About 10 µs of arithmetic, several times a hand-off to the pool.
-const ROW_BLOCK_WORK: usize = 1 << 17;
+pub(super) const ROW_BLOCK_WORK: usize = 1 << 17;
 
 /// `dst [m, n] = act((keep ? dst : 0) + lhs [m, k] · rhs [k, n])`, with `dst` row-major; spread
 /// over the pool when `split` and the product is large.
@@ -910,8 +910,8 @@ pub fn linear_backward(
 /// split in halves with a join in between. On two threads that holds from the row blocks' size
 /// up: tabular-mlp's second layer (dw [20 x 10] summed over 2,048 rows, too few rows for row
 /// blocks, beside dx) ran 1.09x faster than with dx alone split (Emerald Rapids, 4 rounds), and
-/// fashion-mlp's output layer as fast; on AVX-512 that layer now goes by chunks
-/// (`chunked_backward`). On more threads, products below the column blocks'
+/// fashion-mlp's output layer as fast. On AVX-512, tabular-mlp's second layer now goes by
+/// groups of rows instead (`chunked_backward`). On more threads, products below the column blocks'
 /// size are left to the row blocks, which use every thread.
 fn gradients_side_by_side(work: usize, threads: usize) -> bool {
     match threads {

@@ -94,8 +94,9 @@ pub(super) unsafe fn product_into(
     }
 }
 
-/// Whether [`product_into`] on `threads` takes the sum's chunks over the pool ([`by_chunks`]),
-/// which a layer's backward can then run chunk by chunk itself ([`chunk_into`], [`add_chunks`]).
+/// Whether [`product_into`], split over `threads`, would take the sum's chunks ([`by_chunks`]):
+/// a layer's backward can then run the chunks itself ([`chunk_into`], [`add_chunks`]) with the
+/// bits of the product on any number of threads.
 pub(super) fn takes_chunks(
     dims: (usize, usize, usize),
     operands: (View, View),
