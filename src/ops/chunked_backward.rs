@@ -282,9 +282,9 @@ mod tests {
     #[test]
     fn a_layers_backward_by_chunks_gives_the_bits_of_the_whole_layers() {
         let avx512 = detected() == Simd::Avx512;
-        // tabular-mlp's two hidden layers; a last chunk of 52 rows; sums of 2 to 3 chunks;
-        // a last chunk of one row without dx; the widest dx that short_sums takes (32 inputs summed over 16 outputs); every
-        // activation.
+        // tabular-mlp's two hidden layers; sums of 3 to 5 chunks; a last chunk of 52 rows, and
+        // one of a single row without dx; the widest dx that short_sums takes (32 inputs
+        // summed over 16 outputs); every activation.
         for (dims, act, need_dx) in [
             ((2048, 61, 20), Activation::Tanh, false),
             ((2048, 20, 10), Activation::Tanh, true),

@@ -911,8 +911,8 @@ pub fn linear_backward(
 /// up: tabular-mlp's second layer (dw [20 x 10] summed over 2,048 rows, too few rows for row
 /// blocks, beside dx) ran 1.09x faster than with dx alone split (Emerald Rapids, 4 rounds), and
 /// fashion-mlp's output layer as fast. On AVX-512, tabular-mlp's second layer now goes by
-/// groups of rows instead (`chunked_backward`). On more threads, products below the column blocks'
-/// size are left to the row blocks, which use every thread.
+/// groups of rows instead (`chunked_backward`). On more threads, products below the column
+/// blocks' size are left to the row blocks, which use every thread.
 fn gradients_side_by_side(work: usize, threads: usize) -> bool {
     match threads {
         0 | 1 => false,
