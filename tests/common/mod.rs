@@ -271,18 +271,26 @@ pub fn last_valid(run: &Path, column: &str) -> f64 {
     metric(run, column, |row| row[1] == "valid")
 }
 
+/// Says that `what` cannot run here, and `why`: under `CI=true` a failure, since CI must run
+/// every check (`.ci/run` installs what they need); elsewhere a line saying what was skipped.
+pub fn cannot_run(what: &str, why: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI=true, but {what} cannot run: {why}"
+    );
+    eprintln!("skipped {what}: {why}");
+}
+
 /// The Python that `EMBER_TEST_PYTHON` names, checked to import `modules` (a Python named but
 /// lacking them is a broken setup, not a reason to skip). Unset, `None` and a skip line for
 /// `what`; under `CI=true` unset is a failure, since CI must run every check.
 pub fn test_python(modules: &[&str], what: &str) -> Option<String> {
     let list = modules.join(", ");
     let Ok(python) = std::env::var("EMBER_TEST_PYTHON") else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true, but EMBER_TEST_PYTHON is not set: {what} needs a Python with {list} \
-             (.ci/run makes one)"
+        let why = format!(
+            "EMBER_TEST_PYTHON is not set: it needs a Python with {list} (.ci/run makes one)"
         );
-        eprintln!("skipped {what}: EMBER_TEST_PYTHON is not set (a Python with {list})");
+        cannot_run(what, &why);
         return None;
     };
     let probe = Command::new(&python)
