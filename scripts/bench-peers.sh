@@ -12,7 +12,9 @@
 # requirements.txt on first use: about 5 GB), PEERS_DATA (/tmp/peers-data), PEERS_MAX_S (20: a
 # peer run stops after the epoch that passes this many seconds, at least 2 epochs),
 # QUIET_WAIT (60: seconds to wait for other processes to go quiet before each run; 0 = don't),
-# BENCH_OUT (bench-out: records and logs), REPORT (BENCHMARKS.md).
+# BENCH_OUT (bench-out: records and logs), REPORT (BENCHMARKS.md), HIDE_AVX512 (0; 1 = every run,
+# ember's, the peers' and the peak's, sees this CPU without AVX-512: the AVX2 machine's paths at
+# this machine's speed, through scripts/hide-avx512.c; needs gcc and CPUID faulting).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -68,6 +70,13 @@ EMBER=$root/target/release/ember
 
 mkdir -p "$OUT/logs"
 records=$OUT/records.jsonl
+if [[ "${HIDE_AVX512:-0}" == 1 ]]; then
+  grep -qw cpuid_fault /proc/cpuinfo || die "HIDE_AVX512=1 needs CPUID faulting (cpuid_fault in /proc/cpuinfo)"
+  gcc -O2 -shared -fPIC -o "$OUT/hide-avx512.so" scripts/hide-avx512.c -ldl
+  export LD_PRELOAD=$OUT/hide-avx512.so
+  # glibc picks its string functions from CPUID before any library loads.
+  export GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX512CD,-AVX512BW,-AVX512DQ,-AVX512VL,-AVX512ER,-AVX512PF
+fi
 : > "$records"
 # The fp32 peak of one core, for each figure's share of it (benches/peak.rs), pinned like a
 # 1-thread run.
@@ -76,7 +85,9 @@ taskset -c $((ncpu - 1)) cargo bench -q --bench peak | tee "$OUT/peak.txt"
 peak=$(awk '/^peak_gflops_per_core/ {print $2}' "$OUT/peak.txt")
 peak_width=$(awk '/^peak_width/ {print $2}' "$OUT/peak.txt")
 # The SIMD level of the CPU, of ember's kernels and of the gemm crate's, for the header.
-"$EMBER" info | sed -n 's/^cpu simd: //p' > "$OUT/simd.txt"
+{ "$EMBER" info | sed -n 's/^cpu simd: //p' | tr -d '\n'
+  [[ "${HIDE_AVX512:-0}" != 1 ]] || printf '; AVX-512 hidden from every run (HIDE_AVX512=1)'
+  echo; } > "$OUT/simd.txt"
 git rev-parse --short HEAD > "$OUT/commit" 2>/dev/null || echo unknown > "$OUT/commit"
 
 wait_quiet() {
@@ -120,7 +131,7 @@ for threads in $THREADS_LIST; do
 done
 
 python3 scripts/bench_report.py table --records "$records" --commit "$(cat "$OUT/commit")" \
-  --command "$0 (ROUNDS=$ROUNDS THREADS_LIST='$THREADS_LIST' PEERS_MAX_S=$PEERS_MAX_S)" \
+  --command "$0 (ROUNDS=$ROUNDS THREADS_LIST='$THREADS_LIST' PEERS_MAX_S=$PEERS_MAX_S${HIDE_AVX512:+ HIDE_AVX512=$HIDE_AVX512})" \
   --peers-python "$PY" ${peak:+--peak-gflops "$peak"} ${peak_width:+--peak-width "$peak_width"} \
   --simd "$(cat "$OUT/simd.txt")" > "$REPORT.tmp"
 mv "$REPORT.tmp" "$REPORT"
