@@ -71,7 +71,8 @@ EMBER=$root/target/release/ember
 mkdir -p "$OUT/logs"
 records=$OUT/records.jsonl
 if [[ "${HIDE_AVX512:-0}" == 1 ]]; then
-  grep -qw cpuid_fault /proc/cpuinfo || die "HIDE_AVX512=1 needs CPUID faulting (cpuid_fault in /proc/cpuinfo)"
+  grep -qw cpuid_fault /proc/cpuinfo \
+    || die "HIDE_AVX512=1 needs CPUID faulting (cpuid_fault in /proc/cpuinfo)"
   gcc -O2 -shared -fPIC -o "$OUT/hide-avx512.so" scripts/hide-avx512.c -ldl
   export LD_PRELOAD=$OUT/hide-avx512.so
   # glibc picks its string functions from CPUID before any library loads.

@@ -27,7 +27,9 @@
 
 // Leaf 7, subleaf 0: EBX's AVX512 F, DQ, IFMA, PF, ER, CD, BW, VL; ECX's VBMI, VBMI2, VNNI,
 // BITALG, VPOPCNTDQ; EDX's 4VNNIW, 4FMAPS, VP2INTERSECT, FP16. Subleaf 1: EAX's BF16.
-#define LEAF7_EBX ((1u << 16) | (1u << 17) | (1u << 21) | (1u << 26) | (1u << 27) | (1u << 28) | (1u << 30) | (1u << 31))
+#define LEAF7_EBX \
+    ((1u << 16) | (1u << 17) | (1u << 21) | (1u << 26) | (1u << 27) | (1u << 28) | (1u << 30) | \
+     (1u << 31))
 #define LEAF7_ECX ((1u << 1) | (1u << 6) | (1u << 11) | (1u << 12) | (1u << 14))
 #define LEAF7_EDX ((1u << 2) | (1u << 3) | (1u << 8) | (1u << 23))
 #define LEAF7_1_EAX (1u << 5)
@@ -84,7 +86,12 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
 
 __attribute__((constructor)) static void hide_avx512(void) {
     real_sigaction = dlsym(RTLD_NEXT, "sigaction");
-    struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_NODEFER};
+    // SA_ONSTACK: a stack overflow's fault must run on the thread's alternate stack (Rust's
+    // guard sets one up), as the program's own handler asked to.
+    struct sigaction sa = {
+        .sa_sigaction = on_segv,
+        .sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK,
+    };
     sigemptyset(&sa.sa_mask);
     real_sigaction(SIGSEGV, &sa, 0);
     if (cpuid_faulting(1) != 0) {
