@@ -30,6 +30,7 @@ ROUNDS=${ROUNDS:-3}
 THREADS_LIST=${THREADS_LIST:-"1 2"}
 JOBS=${JOBS:-"fashion-mlp tabular-mlp linear-scalar fashion-mlp-tuned"}
 QUIET_WAIT=${QUIET_WAIT:-60}
+HIDE_AVX512=${HIDE_AVX512:-0}
 OUT=$root/${BENCH_OUT:-bench-out}
 REPORT=$root/${REPORT:-BENCHMARKS.md}
 PEER_VARIANTS=${PEER_VARIANTS:-"torch_bench.py:--variant posted|torch_bench.py:--variant best|keras_bench.py:|jax_bench.py:--variant step|jax_bench.py:--variant scan"}
@@ -49,6 +50,7 @@ declare -A JOB_PEERS=([fashion-cnn]="${CNN_PEER_VARIANTS:-torch_bench.py:--varia
   [fashion-mlp-tuned]="torch_bench.py:--variant best|torch_bench.py:--variant best --flush-denormal")
 
 die() { echo "bench-peers: $*" >&2; exit 1; }
+[[ "$HIDE_AVX512" == [01] ]] || die "HIDE_AVX512 is 0 or 1, not '$HIDE_AVX512'"
 [[ -f "$PEERS_DIR/common.py" ]] || die "no peer scripts at ${PEERS_DIR:-$default_peers_dir} (set PEERS_DIR)"
 command -v taskset >/dev/null || die "taskset (util-linux) is needed to pin runs to cores"
 ncpu=$(nproc)
@@ -70,24 +72,26 @@ EMBER=$root/target/release/ember
 
 mkdir -p "$OUT/logs"
 records=$OUT/records.jsonl
-if [[ "${HIDE_AVX512:-0}" == 1 ]]; then
-  grep -qw cpuid_fault /proc/cpuinfo \
-    || die "HIDE_AVX512=1 needs CPUID faulting (cpuid_fault in /proc/cpuinfo)"
-  gcc -O2 -shared -fPIC -o "$OUT/hide-avx512.so" scripts/hide-avx512.c -ldl
-  export LD_PRELOAD=$OUT/hide-avx512.so
-  # glibc picks its string functions from CPUID before any library loads.
-  export GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX512CD,-AVX512BW,-AVX512DQ,-AVX512VL,-AVX512ER,-AVX512PF
-fi
 : > "$records"
 # The fp32 peak of one core, for each figure's share of it (benches/peak.rs), pinned like a
 # 1-thread run.
 cargo bench -q --bench peak --no-run 2>/dev/null
+# From here on every run sees the CPU without AVX-512, where asked.
+if [[ "$HIDE_AVX512" == 1 ]]; then
+  grep -qw cpuid_fault /proc/cpuinfo \
+    || die "HIDE_AVX512=1 needs CPUID faulting (cpuid_fault in /proc/cpuinfo)"
+  gcc -O2 -shared -fPIC -o "$OUT/hide-avx512.so" scripts/hide-avx512.c -ldl
+  export LD_PRELOAD=$OUT/hide-avx512.so${LD_PRELOAD:+:$LD_PRELOAD}
+  # glibc picks its string functions from CPUID before any library loads.
+  hwcaps=glibc.cpu.hwcaps=-AVX512F,-AVX512CD,-AVX512BW,-AVX512DQ,-AVX512VL,-AVX512ER,-AVX512PF
+  export GLIBC_TUNABLES=$hwcaps${GLIBC_TUNABLES:+:$GLIBC_TUNABLES}
+fi
 taskset -c $((ncpu - 1)) cargo bench -q --bench peak | tee "$OUT/peak.txt"
 peak=$(awk '/^peak_gflops_per_core/ {print $2}' "$OUT/peak.txt")
 peak_width=$(awk '/^peak_width/ {print $2}' "$OUT/peak.txt")
 # The SIMD level of the CPU, of ember's kernels and of the gemm crate's, for the header.
 { "$EMBER" info | sed -n 's/^cpu simd: //p' | tr -d '\n'
-  [[ "${HIDE_AVX512:-0}" != 1 ]] || printf '; AVX-512 hidden from every run (HIDE_AVX512=1)'
+  [[ "$HIDE_AVX512" != 1 ]] || printf '; AVX-512 hidden from every run (HIDE_AVX512=1)'
   echo; } > "$OUT/simd.txt"
 git rev-parse --short HEAD > "$OUT/commit" 2>/dev/null || echo unknown > "$OUT/commit"
 
@@ -132,7 +136,7 @@ for threads in $THREADS_LIST; do
 done
 
 python3 scripts/bench_report.py table --records "$records" --commit "$(cat "$OUT/commit")" \
-  --command "$0 (ROUNDS=$ROUNDS THREADS_LIST='$THREADS_LIST' PEERS_MAX_S=$PEERS_MAX_S${HIDE_AVX512:+ HIDE_AVX512=$HIDE_AVX512})" \
+  --command "$0 (ROUNDS=$ROUNDS THREADS_LIST='$THREADS_LIST' PEERS_MAX_S=$PEERS_MAX_S HIDE_AVX512=$HIDE_AVX512)" \
   --peers-python "$PY" ${peak:+--peak-gflops "$peak"} ${peak_width:+--peak-width "$peak_width"} \
   --simd "$(cat "$OUT/simd.txt")" > "$REPORT.tmp"
 mv "$REPORT.tmp" "$REPORT"
