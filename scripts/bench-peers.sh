@@ -13,8 +13,8 @@
 # peer run stops after the epoch that passes this many seconds, at least 2 epochs),
 # QUIET_WAIT (60: seconds to wait for other processes to go quiet before each run; 0 = don't),
 # BENCH_OUT (bench-out: records and logs), REPORT (BENCHMARKS.md), HIDE_AVX512 (0; 1 = every run,
-# ember's, the peers' and the peak's, sees this CPU without AVX-512: the AVX2 machine's paths at
-# this machine's speed, through scripts/hide-avx512.c; needs gcc and CPUID faulting).
+# ember's, the peers' and the peak's, sees this CPU without AVX-512: the AVX2 machine's paths on
+# this machine's cores, through scripts/hide-avx512.c; needs gcc and CPUID faulting).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -78,9 +78,10 @@ records=$OUT/records.jsonl
 cargo bench -q --bench peak --no-run 2>/dev/null
 # From here on every run sees the CPU without AVX-512, where asked.
 if [[ "$HIDE_AVX512" == 1 ]]; then
-  grep -qw cpuid_fault /proc/cpuinfo \
-    || die "HIDE_AVX512=1 needs CPUID faulting (cpuid_fault in /proc/cpuinfo)"
   gcc -O2 -shared -fPIC -o "$OUT/hide-avx512.so" scripts/hide-avx512.c -ldl
+  # The library itself is the probe: it exits 97 where the kernel refuses CPUID faulting.
+  LD_PRELOAD=$OUT/hide-avx512.so /bin/true 2>/dev/null \
+    || die "HIDE_AVX512=1 needs CPUID faulting (cpuid_fault in /proc/cpuinfo)"
   export LD_PRELOAD=$OUT/hide-avx512.so${LD_PRELOAD:+:$LD_PRELOAD}
   # glibc picks its string functions from CPUID before any library loads.
   hwcaps=glibc.cpu.hwcaps=-AVX512F,-AVX512CD,-AVX512BW,-AVX512DQ,-AVX512VL,-AVX512ER,-AVX512PF
