@@ -752,7 +752,8 @@ unsafe fn onto_biases(
 }
 
 /// Whether [`linear`] computes `x [m, k] · w [k, n]` turned over ([`linear_turned_over`]):
-/// on one thread, where the product takes the gemm crate's blocked kernel either way
+/// where the turn pays on this CPU ([`turn_pays`]), on one thread, where the product takes the
+/// gemm crate's blocked kernel either way
 /// (`input_grad::blocked`), w's rows are long and run along its columns, and the copies the
 /// turn takes (x packed, yᵀ copied back by y's consumers) are smaller than w, which the
 /// product as written packs whole. On two threads the turned product, cut into blocks of w's
@@ -768,7 +769,22 @@ fn turns_over(
     let one_thread = rayon::current_num_threads() < 2;
     let forwards = x_cs > 0 && w_rs > 0;
     let cheaper = n >= 64 && input_grad::turning_copies_less(m, k, n);
-    one_thread && input_grad::blocked(m, n, k) && forwards && w_cs == 1 && cheaper
+    let shapes = input_grad::blocked(m, n, k) && forwards && w_cs == 1 && cheaper;
+    one_thread && shapes && turn_pays()
+}
+
+/// Whether turning a forward product over pays on this CPU: only where the gemm crate runs its
+/// AVX-512 kernel. fashion-mlp at one thread, the same binary with the turn and without
+/// (BENCHMARKS.md, "The forward turned over at one thread does not pay on AVX2"): 1.07x with it
+/// on an Emerald Rapids Xeon, 1.00x on a Zen 4; with the crate's FMA kernel (that Zen 4 with
+/// AVX-512 hidden, an AVX2 machine's path) 1.09x to 1.13x faster without it. Either way gives
+/// the same bits; the tests take the turn wherever they run ([`tests::with_turn`]).
+fn turn_pays() -> bool {
+    #[cfg(test)]
+    if let Some(forced) = tests::FORCED_TURN.get() {
+        return forced;
+    }
+    crate::device::simd::gemm_kernel() == "avx512f"
 }
 
 /// `act(x · w + b)` as `yᵀ [n, m] = act(b + wᵀ · xᵀ)`: for a batch that is small against the
@@ -1258,6 +1274,20 @@ pub(super) mod tests {
     use super::*;
     use crate::device::simd::{Simd, detected};
 
+    thread_local! {
+        /// Whether [`turn_pays`] says yes or no on this thread, in place of the CPU's answer.
+        pub(super) static FORCED_TURN: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+    }
+
+    /// `f` with the forward's turn allowed (or not) on this CPU, whichever kernel the gemm
+    /// crate runs here: the turned path is tested on every machine, not only where it is taken.
+    pub(super) fn with_turn<R>(turn: bool, f: impl FnOnce() -> R) -> R {
+        FORCED_TURN.set(Some(turn));
+        let result = f();
+        FORCED_TURN.set(None);
+        result
+    }
+
     /// Values in [-1, 1) from a fixed linear congruential sequence.
     fn values(len: usize, seed: u64) -> Vec<f32> {
         let mut state = seed;
@@ -1560,7 +1590,7 @@ pub(super) mod tests {
                             true => (std::ptr::null(), 1, m as isize),
                         };
                         let w_view = (std::ptr::null(), n as isize, 1);
-                        let turns = turns_over((x_view, w_view), (m, k, n));
+                        let turns = with_turn(true, || turns_over((x_view, w_view), (m, k, n)));
                         assert_eq!(turns, threads == 1);
                         let x = match x_t {
                             false => tensor(values(m * k, 1), m, k),
@@ -1572,7 +1602,7 @@ pub(super) mod tests {
                         };
                         let (w, b) = (tensor(values(k * n, 2), k, n), values(n, 3));
                         let b = FlexTensor::from_data(burn::tensor::TensorData::new(b, [n]));
-                        tensor_values(linear(x, w, b, act, true), m * n)
+                        with_turn(true, || tensor_values(linear(x, w, b, act, true), m * n))
                     })
                 };
                 let (turned, as_written) = (run(1), run(2));
@@ -1599,42 +1629,44 @@ pub(super) mod tests {
         // fashion-mlp's three layers at one thread: the first two turn over and hand on views.
         let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build();
         pool.unwrap().install(|| {
-            let (m, relu) = (64, crate::ops::Activation::Relu);
-            let layer = |k: usize, n: usize, seed: u64| {
-                let w = tensor(values(k * n, seed), k, n);
-                let b = burn::tensor::TensorData::new(values(n, seed + 1), [n]);
-                (w, FlexTensor::from_data(b))
-            };
-            let (l1, l2, l3) = (layer(784, 512, 2), layer(512, 512, 4), layer(512, 10, 6));
-            // A one-output head: the gemm crate's matrix-vector kernels, which go by strides.
-            let l4 = layer(512, 1, 10);
-            let x = tensor(values(m * 784, 1), m, 784);
-            let h1 = linear(x, l1.0, l1.1, relu, true);
-            assert_eq!(h1.layout().strides(), [1, m as isize], "a view of yᵀ");
-            let h1_rows = tensor(tensor_values(h1.clone(), m * 512), m, 512);
-            // The second layer (turned over) and the third (not) from the view and from rows.
-            let through = |h: FlexTensor| {
-                let h2 = linear(h.clone(), l2.0.clone(), l2.1.clone(), relu, true);
-                let out = linear(h2.clone(), l3.0.clone(), l3.1.clone(), relu, false);
-                let one = linear(h.clone(), l4.0.clone(), l4.1.clone(), relu, false);
-                let grad = tensor(values(m * 512, 8), m, 512);
-                let g = linear_backward(h.clone(), l2.0.clone(), h2.clone(), grad, relu, true);
-                let dx = g.dx.expect("dx was asked for");
-                let one_grad = tensor(values(m, 12), m, 1);
-                let g1 = linear_backward(h, l4.0.clone(), one.clone(), one_grad, relu, true);
-                [
-                    tensor_values(h2, m * 512),
-                    tensor_values(out, m * 10),
-                    tensor_values(one, m),
-                    tensor_values(g.dw, 512 * 512),
-                    tensor_values(g.db, 512),
-                    tensor_values(dx, m * 512),
-                    tensor_values(g1.dw, 512),
-                ]
-            };
-            for (i, (a, b)) in through(h1).iter().zip(through(h1_rows)).enumerate() {
-                assert!(same_bits(a, &b), "result {i}");
-            }
+            with_turn(true, || {
+                let (m, relu) = (64, crate::ops::Activation::Relu);
+                let layer = |k: usize, n: usize, seed: u64| {
+                    let w = tensor(values(k * n, seed), k, n);
+                    let b = burn::tensor::TensorData::new(values(n, seed + 1), [n]);
+                    (w, FlexTensor::from_data(b))
+                };
+                let (l1, l2, l3) = (layer(784, 512, 2), layer(512, 512, 4), layer(512, 10, 6));
+                // A one-output head: the gemm crate's matrix-vector kernels, which go by strides.
+                let l4 = layer(512, 1, 10);
+                let x = tensor(values(m * 784, 1), m, 784);
+                let h1 = linear(x, l1.0, l1.1, relu, true);
+                assert_eq!(h1.layout().strides(), [1, m as isize], "a view of yᵀ");
+                let h1_rows = tensor(tensor_values(h1.clone(), m * 512), m, 512);
+                // The second layer (turned over) and the third (not) from the view and from rows.
+                let through = |h: FlexTensor| {
+                    let h2 = linear(h.clone(), l2.0.clone(), l2.1.clone(), relu, true);
+                    let out = linear(h2.clone(), l3.0.clone(), l3.1.clone(), relu, false);
+                    let one = linear(h.clone(), l4.0.clone(), l4.1.clone(), relu, false);
+                    let grad = tensor(values(m * 512, 8), m, 512);
+                    let g = linear_backward(h.clone(), l2.0.clone(), h2.clone(), grad, relu, true);
+                    let dx = g.dx.expect("dx was asked for");
+                    let one_grad = tensor(values(m, 12), m, 1);
+                    let g1 = linear_backward(h, l4.0.clone(), one.clone(), one_grad, relu, true);
+                    [
+                        tensor_values(h2, m * 512),
+                        tensor_values(out, m * 10),
+                        tensor_values(one, m),
+                        tensor_values(g.dw, 512 * 512),
+                        tensor_values(g.db, 512),
+                        tensor_values(dx, m * 512),
+                        tensor_values(g1.dw, 512),
+                    ]
+                };
+                for (i, (a, b)) in through(h1).iter().zip(through(h1_rows)).enumerate() {
+                    assert!(same_bits(a, &b), "result {i}");
+                }
+            })
         });
     }
 
@@ -1644,10 +1676,35 @@ pub(super) mod tests {
         pool.unwrap().install(|| {
             let (m, k, n, null) = (64, 784, 512, std::ptr::null());
             let (x, w) = ((null, k as isize, 1), (null, n as isize, 1));
-            assert!(turns_over((x, w), (m, k, n)));
-            // An input flipped along its features, and a weight flipped along its rows.
-            assert!(!turns_over(((null, k as isize, -1), w), (m, k, n)));
-            assert!(!turns_over((x, (null, -(n as isize), 1)), (m, k, n)));
+            with_turn(true, || {
+                assert!(turns_over((x, w), (m, k, n)));
+                // An input flipped along its features, and a weight flipped along its rows.
+                assert!(!turns_over(((null, k as isize, -1), w), (m, k, n)));
+                assert!(!turns_over((x, (null, -(n as isize), 1)), (m, k, n)));
+            });
+        });
+    }
+
+    #[test]
+    fn the_forward_turns_over_only_where_the_gemm_crate_runs_its_avx512_kernel() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build();
+        pool.unwrap().install(|| {
+            let (m, k, n, null) = (64, 784, 512, std::ptr::null());
+            let (x, w) = ((null, k as isize, 1), (null, n as isize, 1));
+            let avx512 = crate::device::simd::gemm_kernel() == "avx512f";
+            assert_eq!(turns_over((x, w), (m, k, n)), avx512);
+            assert!(!with_turn(false, || turns_over((x, w), (m, k, n))));
+            // A layer handed on from the first: a view of yᵀ where it turned, else rows.
+            let x = tensor(values(m * k, 1), m, k);
+            let (w, b) = (tensor(values(k * n, 2), k, n), values(n, 3));
+            let b = FlexTensor::from_data(burn::tensor::TensorData::new(b, [n]));
+            let h = linear(x, w, b, crate::ops::Activation::Relu, true);
+            let strides = if avx512 {
+                [1, m as isize]
+            } else {
+                [n as isize, 1]
+            };
+            assert_eq!(h.layout().strides(), strides);
         });
     }
 
