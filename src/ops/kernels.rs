@@ -776,9 +776,9 @@ fn turns_over(
 /// Whether turning a forward product over pays on this CPU: only where the gemm crate runs its
 /// AVX-512 kernel. fashion-mlp at one thread, the same binary with the turn and without
 /// (BENCHMARKS.md, "The forward turned over at one thread does not pay on AVX2"): 1.07x with it
-/// on an Emerald Rapids Xeon, 1.00x on a Zen 4; with the crate's FMA kernel (that Zen 4 with
-/// AVX-512 hidden, an AVX2 machine's path) 1.09x to 1.13x faster without it. Either way gives
-/// the same bits; the tests take the turn wherever they run ([`tests::with_turn`]).
+/// on an Emerald Rapids Xeon, even on a Zen 4 (within the noise); with the crate's FMA kernel
+/// (that Zen 4 with AVX-512 hidden, an AVX2 machine's path) 1.09x to 1.13x faster without it.
+/// Either way gives the same bits; the tests take the turn wherever they run (`with_turn`).
 fn turn_pays() -> bool {
     #[cfg(test)]
     if let Some(forced) = tests::FORCED_TURN.get() {
