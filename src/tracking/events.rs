@@ -72,14 +72,13 @@ impl EventWriter {
     /// A new event file in `dir`, opened with its version record.
     pub fn create(dir: &Path) -> Result<EventWriter> {
         static COUNT: AtomicUsize = AtomicUsize::new(0);
-        let name = format!(
-            "{PREFIX}{}.{}.{}.{}",
-            now() as u64,
+        let tail = format!(
+            "{}.{}.{}",
             host(),
             std::process::id(),
             COUNT.fetch_add(1, Ordering::Relaxed)
         );
-        let path = dir.join(name);
+        let path = dir.join(file_name(&files(dir), now() as u64, &tail));
         let file = std::fs::File::create(&path)
             .map_err(|e| EmberError::write(&path, crate::fs::describe_io(&e)))?;
         let mut writer = EventWriter {
@@ -167,6 +166,31 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// A new event file's name, `<PREFIX><secs>.<tail>`, sorting after every file in `existing`.
+/// TensorBoard and [`files`] read a folder's files in name order, so a resumed session's file
+/// must sort after the one it resumed from. By the clock alone it may not: a session resumed
+/// within the same second sorts by its pid, and pids are not ordered (a pid past 9999 sorts
+/// before 9998; pids wrap). There the seconds field becomes one past the latest file's: the name
+/// is then up to a second ahead of the clock, and TensorBoard reads nothing else from it.
+fn file_name(existing: &[PathBuf], secs: u64, tail: &str) -> String {
+    let name = |secs: u64| format!("{PREFIX}{secs}.{tail}");
+    let latest = existing
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().map(str::to_owned))
+        .max();
+    match latest {
+        Some(latest) if latest >= name(secs) => {
+            let latest_secs = latest[PREFIX.len()..]
+                .split('.')
+                .next()
+                .and_then(|s| s.parse::<u64>().ok())
+                .unwrap_or(secs);
+            name(latest_secs.max(secs) + 1)
+        }
+        _ => name(secs),
+    }
+}
+
 /// Every event of the file at `path`, each record's CRCs checked.
 pub fn read(path: &Path) -> Result<Vec<Event>> {
     let bytes = crate::fs::read_file(path)?;
@@ -203,4 +227,54 @@ pub fn keep_through(dir: &Path, last: usize) -> Result<BTreeSet<usize>> {
         }
     }
     Ok(held)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(names: &[&str]) -> Vec<PathBuf> {
+        names
+            .iter()
+            .map(|n| PathBuf::from(format!("run/{PREFIX}{n}")))
+            .collect()
+    }
+
+    #[test]
+    fn a_new_file_takes_the_clock_s_second_where_that_sorts_after_the_folder_s_files() {
+        let earlier = names(&["1796000000.host.99999.0", "1795999999.host.5.3"]);
+        assert_eq!(
+            file_name(&earlier, 1796000001, "host.7.0"),
+            format!("{PREFIX}1796000001.host.7.0")
+        );
+        assert_eq!(
+            file_name(&[], 1796000001, "host.7.0"),
+            format!("{PREFIX}1796000001.host.7.0")
+        );
+        // Within the same second, a larger pid already sorts after.
+        let same = names(&["1796000000.host.5.0"]);
+        assert_eq!(
+            file_name(&same, 1796000000, "host.6.0"),
+            format!("{PREFIX}1796000000.host.6.0")
+        );
+    }
+
+    #[test]
+    fn a_session_resumed_within_the_second_by_a_pid_that_sorts_first_still_comes_last() {
+        // The resumed session's pid 10000 sorts before the interrupted one's 9999 as text.
+        let before = names(&["1796000000.host.9999.0"]);
+        let name = file_name(&before, 1796000000, "host.10000.0");
+        assert_eq!(name, format!("{PREFIX}1796000001.host.10000.0"));
+        let mut all = before.clone();
+        all.push(PathBuf::from(format!("run/{name}")));
+        let mut sorted = all.clone();
+        sorted.sort();
+        assert_eq!(sorted, all, "the new file sorts last");
+        // A clock behind the folder's latest file (its name was pushed ahead) moves past it too.
+        let ahead = names(&["1796000001.host.9999.0"]);
+        assert_eq!(
+            file_name(&ahead, 1796000000, "host.3.0"),
+            format!("{PREFIX}1796000002.host.3.0")
+        );
+    }
 }
