@@ -1,5 +1,5 @@
-//! Products with narrow rows summed over a short sum, on AVX-512: tabular-mlp's second layer's
-//! input gradient, `dx [2048 x 20] = dz [2048 x 10] · wᵀ [10 x 20]`.
+//! Products with narrow rows summed over a short sum, on AVX-512 or AVX2 with FMA: tabular-mlp's
+//! second layer's input gradient, `dx [2048 x 20] = dz [2048 x 10] · wᵀ [10 x 20]`.
 //!
 //! The gemm crate computes a row-major output as its transpose, `dstᵀ = rhsᵀ · lhsᵀ`, and packs
 //! lhs's rows into panels first. With a sum of 10 the packing and the crate's bookkeeping cost
@@ -24,8 +24,8 @@ const SHORT: usize = 16;
 /// Columns in an AVX-512 vector.
 const LANES: usize = 16;
 
-/// The widest output taken: two vectors of columns, one tile across. Wider outputs ran slower
-/// than the crate (`[64 x 512]` summed over 10: 16 against 6 µs).
+/// The widest output taken on AVX-512: two vectors of columns, one tile across. Wider outputs
+/// ran slower than the crate (`[64 x 512]` summed over 10: 16 against 6 µs).
 const WIDE: usize = 2 * LANES;
 
 /// Output rows in a tile: independent chains enough to cover the fused multiply-add's latency,
@@ -33,18 +33,33 @@ const WIDE: usize = 2 * LANES;
 const ROWS_OF_ONE_VECTOR: usize = 12;
 const ROWS_OF_TWO_VECTORS: usize = 8;
 
+/// Columns in an AVX2 vector, and the widest output taken there: three vectors (tabular-mlp's
+/// 20 columns), whose tiles of 4 rows fill AVX2's 16 registers (12 accumulators, rhs's row
+/// and lhs's broadcast scalar).
+const AVX2_LANES: usize = 8;
+const AVX2_WIDE: usize = 3 * AVX2_LANES;
+
+/// The widest output taken at `level` (none without FMA).
+pub(super) fn wide(level: Simd) -> usize {
+    match level {
+        Simd::Avx512 => WIDE,
+        Simd::Avx2 => AVX2_WIDE,
+        Simd::Portable => 0,
+    }
+}
+
 /// Rows in a piece of work on the pool.
 const PIECE_ROWS: usize = 256;
 
-/// Whether [`product_into`] computes `m x n` outputs summed over `k`: on AVX-512, for at most
-/// [`WIDE`] columns summed over at most [`SHORT`], where the crate takes its blocked kernel
+/// Whether [`product_into`] computes `m x n` outputs summed over `k`: on AVX-512 (AVX2), for at
+/// most [`WIDE`] ([`AVX2_WIDE`]) columns summed over at most [`SHORT`], where the crate takes its blocked kernel
 /// (`input_grad::blocked`), with lhs's rows and one of rhs's axes where they stand (a
 /// weight's rows, or its columns: its transpose).
 pub(super) fn applies((m, n, k): (usize, usize, usize), (lhs, rhs): (View, View)) -> bool {
     let ((_, l_rs, l_cs), (_, r_rs, r_cs)) = (lhs, rhs);
-    let shape = n <= WIDE && k <= SHORT && super::input_grad::blocked(m, n, k);
+    let shape = n <= wide(detected()) && k <= SHORT && super::input_grad::blocked(m, n, k);
     let operands = l_cs == 1 && l_rs > 0 && ((r_cs == 1 && r_rs > 0) || (r_rs == 1 && r_cs > 0));
-    shape && operands && detected() == Simd::Avx512
+    shape && operands
 }
 
 /// `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]`, dst's rows `dst_rs` apart, with
@@ -55,12 +70,29 @@ pub(super) fn applies((m, n, k): (usize, usize, usize), (lhs, rhs): (View, View)
 /// `j < n` (and initialised there when `keep`); `lhs` and `rhs` address `m x k` and `k x n`
 /// elements through their strides.
 pub(super) unsafe fn product_into(
+    dst: (*mut f32, usize),
+    dims: (usize, usize, usize),
+    keep: bool,
+    operands: (View, View),
+    split: bool,
+) {
+    // SAFETY: forwarded from the caller; the CPU has `detected()`'s features.
+    unsafe { product_at(detected(), dst, dims, keep, operands, split) }
+}
+
+/// [`product_into`] on `level`'s vectors.
+///
+/// # Safety
+/// As for [`product_into`], with `n` at most `wide(level)`; the CPU has `level`'s features.
+unsafe fn product_at(
+    level: Simd,
     (dst, dst_rs): (*mut f32, usize),
     (m, n, k): (usize, usize, usize),
     keep: bool,
     (lhs, rhs): (View, View),
     split: bool,
 ) {
+    assert!(n <= wide(level), "{n} columns at {level}");
     // rhs as k rows of n, copied when it is a transpose (at most 16 x 32 elements).
     let mut turned = [0f32; SHORT * WIDE];
     let (r, r_rs, r_cs) = rhs;
@@ -82,11 +114,15 @@ pub(super) unsafe fn product_into(
         let (l, l_rs, _) = lhs.get();
         let (r, r_rs, _) = rhs.get();
         // SAFETY: rows first..first + rows of dst and lhs, inside them as the caller vouches;
-        // each piece writes its own rows.
+        // each piece writes its own rows; the CPU has level's features.
         unsafe {
             let dst = (dst.get().add(first * dst_rs), dst_rs);
             let lhs = (l.offset(first as isize * l_rs), l_rs as usize);
-            rows_into(dst, (rows, n, k), keep, lhs, (r, r_rs as usize));
+            let rhs = (r, r_rs as usize);
+            match level {
+                Simd::Avx512 => rows_into(dst, (rows, n, k), keep, lhs, rhs),
+                _ => rows_into_avx2(dst, (rows, n, k), keep, lhs, rhs),
+            }
         }
     };
     let pieces = m.div_ceil(PIECE_ROWS);
@@ -179,6 +215,95 @@ unsafe fn tile<const R: usize, const V: usize>(
     }
 }
 
+/// [`rows_into`] on AVX2: tiles of a few rows by one to three (masked) vectors of 8 columns.
+///
+/// # Safety
+/// As for [`rows_into`], with `n` at most [`AVX2_WIDE`], on a CPU with AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows_into_avx2(
+    (dst, dst_rs): (*mut f32, usize),
+    (rows, n, k): (usize, usize, usize),
+    keep: bool,
+    (l, l_rs): (*const f32, usize),
+    rhs: (*const f32, usize),
+) {
+    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let masks: [__m256i; 3] = std::array::from_fn(|v| {
+        let live = n.saturating_sub(v * AVX2_LANES).min(AVX2_LANES) as i32;
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(live), lane)
+    });
+    let mut i = 0;
+    // SAFETY (every tile): rows i.. of dst and lhs, inside them as the caller vouches.
+    macro_rules! tiles {
+        ($rows:expr, $v:literal) => {
+            let masks: [__m256i; $v] = std::array::from_fn(|v| masks[v]);
+            while rows - i >= $rows {
+                let (dst, lhs) = unsafe { (dst.add(i * dst_rs), l.add(i * l_rs)) };
+                unsafe { tile_avx2::<$rows, $v>((dst, dst_rs), k, keep, (lhs, l_rs), rhs, masks) };
+                i += $rows;
+            }
+        };
+    }
+    match n.div_ceil(AVX2_LANES) {
+        3 => {
+            tiles!(4, 3);
+            tiles!(1, 3);
+        }
+        2 => {
+            tiles!(6, 2);
+            tiles!(1, 2);
+        }
+        _ => {
+            tiles!(12, 1);
+            tiles!(1, 1);
+        }
+    }
+}
+
+/// [`tile`] on AVX2: `R` rows by `V` vectors of 8 columns, the same chains.
+///
+/// # Safety
+/// As for [`tile`], on a CPU with AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_avx2<const R: usize, const V: usize>(
+    (dst, dst_rs): (*mut f32, usize),
+    k: usize,
+    keep: bool,
+    (lhs, l_rs): (*const f32, usize),
+    (rhs, r_rs): (*const f32, usize),
+    masks: [__m256i; V],
+) {
+    let mut acc = [[_mm256_setzero_ps(); V]; R];
+    for s in 0..k {
+        let mut w = [_mm256_setzero_ps(); V];
+        for (v, w) in w.iter_mut().enumerate() {
+            // SAFETY: the masked lanes are not read; the others are inside rhs's row s.
+            *w = unsafe { _mm256_maskload_ps(rhs.add(s * r_rs + v * AVX2_LANES), masks[v]) };
+        }
+        for (i, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: step s of lhs's row i.
+            let x = _mm256_set1_ps(unsafe { *lhs.add(i * l_rs + s) });
+            for (acc, w) in acc.iter_mut().zip(&w) {
+                *acc = _mm256_fmadd_ps(x, *w, *acc);
+            }
+        }
+    }
+    for (i, acc) in acc.iter().enumerate() {
+        for (v, &sum) in acc.iter().enumerate() {
+            // SAFETY: the masked lanes of dst's row i, as the caller vouches.
+            unsafe {
+                let d = dst.add(i * dst_rs + v * AVX2_LANES);
+                // dst is read only when kept: otherwise it may be uninitialised.
+                let out = match keep {
+                    true => _mm256_add_ps(_mm256_maskload_ps(d, masks[v]), sum),
+                    false => sum,
+                };
+                _mm256_maskstore_ps(d, masks[v], out);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,9 +351,9 @@ mod tests {
                 } else {
                     (view.0, n as isize, 1)
                 };
-                let avx512 = detected() == Simd::Avx512;
+                let taken = n <= wide(detected());
                 let operands = ((view.0, k as isize, 1), rhs);
-                assert_eq!(applies((m, n, k), operands), avx512, "({m}, {n}, {k})");
+                assert_eq!(applies((m, n, k), operands), taken, "({m}, {n}, {k})");
                 let [ours, crates] = both(threads, (m, n, k), keep, rhs_t);
                 assert!(
                     same_bits(&ours, &crates),
@@ -242,12 +367,12 @@ mod tests {
     fn rows_in_a_wider_destination_get_the_crates_bits_and_leave_the_rest() {
         // Replicas' input gradients side by side (`shared_input`): each writes its k columns
         // of rows reps·k apart. Here 20 columns of rows 27 apart, both ways of reading rhs.
-        if detected() != Simd::Avx512 {
-            return assert!(!applies(
-                (2048, 20, 10),
-                ((std::ptr::null(), 10, 1), (std::ptr::null(), 20, 1))
-            ));
+        for level in detected().up_to().filter(|l| *l >= Simd::Avx2) {
+            wider_destination_at(level);
         }
+    }
+
+    fn wider_destination_at(level: Simd) {
         let ((m, n, k), dst_rs) = ((700, 20, 10), 27);
         let (lhs, rhs) = (values(m * k, 1), values(k * n, 2));
         let lhs = (lhs.as_ptr(), k as isize, 1);
@@ -262,10 +387,11 @@ mod tests {
                 .unwrap();
             let dst = SendPtr(ours.as_mut_ptr());
             let operands = (SendView(lhs), SendView(rhs));
-            // SAFETY: m rows of dst_rs elements; the views m x k and k x n.
+            // SAFETY: m rows of dst_rs elements; the views m x k and k x n; the CPU has level's
+            // features.
             pool.install(|| unsafe {
                 let views = (operands.0.get(), operands.1.get());
-                product_into((dst.get(), dst_rs), (m, n, k), keep, views, true)
+                product_at(level, (dst.get(), dst_rs), (m, n, k), keep, views, true)
             });
             let serial = gemm::Parallelism::None;
             let identity = Activation::Identity;
@@ -281,7 +407,51 @@ mod tests {
                     serial,
                 )
             };
-            assert!(same_bits(&ours, &crates), "keep {keep}");
+            assert!(same_bits(&ours, &crates), "{level}, keep {keep}");
+        }
+    }
+
+    #[test]
+    fn every_width_this_cpu_has_gives_the_crates_bits() {
+        // AVX2's tiles on an AVX-512 machine too: one, two and three vectors of columns, full
+        // and partial, row counts that leave partial tiles, on 1 and 3 threads.
+        let shapes = [
+            (2048, 20, 10),
+            (301, 24, 7),
+            (130, 17, 16),
+            (77, 9, 3),
+            (50, 8, 5),
+        ];
+        for level in detected().up_to().filter(|l| *l >= Simd::Avx2) {
+            for (m, n, k) in shapes {
+                let (lhs, rhs) = (values(m * k, 1), values(k * n, 2));
+                let operands = ((lhs.as_ptr(), k as isize, 1), (rhs.as_ptr(), 1, k as isize));
+                for threads in [1, 3] {
+                    let (mut ours, mut crates) = (values(m * n, 3), values(m * n, 3));
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(threads)
+                        .build()
+                        .unwrap();
+                    let (dst, views) = (
+                        SendPtr(ours.as_mut_ptr()),
+                        (SendView(operands.0), SendView(operands.1)),
+                    );
+                    // SAFETY: m rows of n elements; the views m x k and k x n; the CPU has
+                    // level's features.
+                    pool.install(|| unsafe {
+                        let views = (views.0.get(), views.1.get());
+                        product_at(level, (dst.get(), n), (m, n, k), true, views, true)
+                    });
+                    let (identity, serial) = (Activation::Identity, gemm::Parallelism::None);
+                    let crates_ptr = crates.as_mut_ptr();
+                    // SAFETY: as above.
+                    unsafe {
+                        gemm_block(crates_ptr, n, (m, n, k), true, operands, identity, serial)
+                    };
+                    let what = format!("{level}: ({m}, {n}, {k}) on {threads} threads");
+                    assert!(same_bits(&ours, &crates), "{what}");
+                }
+            }
         }
     }
 
