@@ -585,3 +585,52 @@ fn tabular_mlp_losses_on_an_emulated_zen3_match_its_record() {
 fn linear_scalar_losses_on_an_emulated_zen3_match_its_record() {
     check_on_emulated_zen3(&LINEAR_SCALAR);
 }
+
+/// The numerics key of a CPU without AVX: ember's portable kernels and the gemm crate's scalar
+/// one.
+const PORTABLE: &str = "x86_64 kernels portable, gemm scalar";
+
+/// tabular-mlp on 2 threads on a CPU without AVX (QEMU's Nehalem model: SSE4.2): every kernel
+/// takes its portable path, and the small layers' AVX2 and AVX-512 kernels must stay out of the
+/// way (one of them once panicked there, asking for a vector width that such a CPU does not
+/// have). Its losses, made without fused multiply-adds, stay within the pin's tolerances of
+/// every record.
+#[test]
+fn tabular_mlp_trains_on_an_emulated_cpu_without_avx_within_the_pins_tolerances() {
+    let what = "tabular-mlp on an emulated CPU without AVX";
+    let qemu = Command::new("qemu-x86_64").arg("--version").output();
+    if !qemu.is_ok_and(|o| o.status.success()) {
+        return cannot_run(what, "no qemu-x86_64 (apt-get install qemu-user)");
+    }
+    let (run, got) = train_with(&TABULAR_MLP, "-portable", |args| {
+        Command::new("timeout")
+            .args([
+                "-k",
+                "10",
+                EMULATED_RUN_LIMIT,
+                "qemu-x86_64",
+                "-cpu",
+                "Nehalem",
+            ])
+            .arg(bin())
+            .args(args)
+            .current_dir(root())
+            .env("EMBER_WAIT_POLICY", "passive")
+            .env("RUST_BACKTRACE", "1")
+            .output()
+            .expect("timeout runs")
+    });
+    let summary = std::fs::read_to_string(run.join("summary.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    let key = summary["cpu_numerics"].as_str().unwrap_or_default();
+    assert!(
+        key.starts_with(PORTABLE),
+        "{what}: the run's numerics are {key}"
+    );
+    let wrong = mismatches(&TABULAR_MLP, key, &got);
+    assert!(
+        wrong.is_empty(),
+        "{what}: losses off the records:\n{}",
+        wrong.join("\n")
+    );
+}

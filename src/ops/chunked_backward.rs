@@ -1,6 +1,6 @@
-//! A small layer's backward by chunks of the batch's rows, on AVX-512 or AVX2 with FMA and two
-//! threads or more:
-//! tabular-mlp's two hidden layers (`[2048 x 61] · [61 x 20]`, `[2048 x 20] · [20 x 10]`).
+//! A small layer's backward by chunks of the batch's rows, with FMA (AVX2 or AVX-512) and two or
+//! more threads: tabular-mlp's two hidden layers (`[2048 x 61] · [61 x 20]`,
+//! `[2048 x 20] · [20 x 10]`).
 //!
 //! The weight gradient `dw = xᵀ · dz` is summed in `long_sums`' chunks of 512 rows. Here the
 //! chunks are shared among the pool's threads in contiguous groups, and a group's thread

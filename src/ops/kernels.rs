@@ -851,7 +851,7 @@ pub fn linear_backward(
     let (m, n) = dims(&grad);
     let (_, k) = dims(&x);
     let x = rows_unless(x, input_grad::blocked(k, n, m));
-    // Small layers on AVX-512 and a pool: by groups of rows, one thread to each (tabular-mlp).
+    // Small layers with FMA and a pool: by groups of rows, one thread to each (tabular-mlp).
     let threads = rayon::current_num_threads();
     #[cfg(target_arch = "x86_64")]
     if super::chunked_backward::applies((m, k, n), (view(&x), view(&w)), need_dx, threads) {
@@ -926,8 +926,8 @@ pub fn linear_backward(
 /// split in halves with a join in between. On two threads that holds from the row blocks' size
 /// up: tabular-mlp's second layer (dw [20 x 10] summed over 2,048 rows, too few rows for row
 /// blocks, beside dx) ran 1.09x faster than with dx alone split (Emerald Rapids, 4 rounds), and
-/// fashion-mlp's output layer as fast. On AVX-512, tabular-mlp's second layer now goes by
-/// groups of rows instead (`chunked_backward`). On more threads, products below the column
+/// fashion-mlp's output layer as fast. With FMA (AVX2 or AVX-512), tabular-mlp's second layer
+/// now goes by groups of rows instead (`chunked_backward`). On more threads, products below the column
 /// blocks' size are left to the row blocks, which use every thread.
 fn gradients_side_by_side(work: usize, threads: usize) -> bool {
     match threads {

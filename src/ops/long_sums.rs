@@ -1,7 +1,7 @@
-//! Products with a small output summed over a long sum: a small layer's weight gradient
-//! (tabular-mlp's `[61 x 20]` and `[20 x 10]`, each summed over 2,048 rows), or at one thread a
-//! small output layer after a layer handed on as a view (fashion-mlp's `[64 x 10]` over 512
-//! inputs); on AVX-512 or AVX2 with FMA.
+//! Products with a small output summed over a long sum, on AVX-512 or AVX2 with FMA: a small
+//! layer's weight gradient (tabular-mlp's `[61 x 20]` and `[20 x 10]`, each summed over 2,048
+//! rows), or, where the gemm crate runs its AVX-512 kernel, at one thread a small output layer
+//! after a layer handed on as a view (fashion-mlp's `[64 x 10]` over 512 inputs).
 //!
 //! The gemm crate sums such a product (at most 64 x 64 outputs) in chunks of 512 along the
 //! sum: each output element is a chain of fused multiply-adds over its chunk, and the chunks'
@@ -9,8 +9,9 @@
 //! peak, and its blocks of rows gain little across threads (the `[61 x 20]` product: 73 to
 //! 77 µs whole, 44 to 48 µs as each of two row blocks). Here each output element takes the
 //! same chain in the same order, so the bits are the crate's (the tests compare them): a tile
-//! of up to 32 rows x 12 columns in AVX-512 registers (16 x 6 in AVX2's), each step of the sum one or two vectors
-//! of lhs's column (x's row, as it stands) and a few scalars of rhs's row, with no copies; the
+//! of up to 32 rows x 12 columns in AVX-512 registers (16 x 6 in AVX2's), each step of the sum
+//! one or two vectors of lhs's column (x's row, as it stands) and a few scalars of rhs's row,
+//! with no copies; the
 //! tiles' rows spread over the pool, or, where the sum has a chunk for every thread, its
 //! chunks ([`by_chunks`]). Either way each chunk of an element is summed by one thread and the
 //! chunks are added in order, so the thread count does not change a bit.
@@ -65,8 +66,8 @@ pub(super) const CHUNK: usize = 512;
 /// (tabular-mlp's weight gradients, fashion-mlp's output layer).
 const LONG: usize = 256;
 
-/// Whether [`product_into`] computes `m x n` outputs summed over `k`: on AVX-512 or AVX2, for an output
-/// of at most 64 x 64 with a long sum, whose lhs runs along its rows and rhs along its columns
+/// Whether [`product_into`] computes `m x n` outputs summed over `k`: on AVX-512 or AVX2, for
+/// an output of at most 64 x 64 with a long sum, whose lhs runs along its rows and rhs along its columns
 /// (a weight gradient's xᵀ and dz), where the crate takes its blocked kernel. Not its
 /// matrix-vector kernels (one row or column), nor its lane-wise kernel (at most 256 outputs,
 /// both operands along the sum), nor where the sum runs backwards along an operand (a flipped
@@ -148,8 +149,10 @@ pub(super) fn takes_chunks(
     threads: usize,
 ) -> bool {
     let (m, _, k) = dims;
-    let width = Width::of(detected());
-    threads > 1 && applies(dims, operands) && chunks_balance_better(width, (m, k), threads)
+    // The width only once `applies` holds: a CPU without FMA has none.
+    threads > 1
+        && applies(dims, operands)
+        && chunks_balance_better(Width::of(detected()), (m, k), threads)
 }
 
 /// Chunks of the sum that [`by_chunks`] takes at most: their buffers stay small (256 KB for a
@@ -527,8 +530,13 @@ mod tests {
     }
 
     /// `[m, n]` from [`product_at`] at `width` on `threads` and from the gemm crate, lhs as a
-    /// weight gradient's xᵀ.
-    fn at_width(width: Width, threads: usize, (m, n, k): (usize, usize, usize)) -> [Vec<f32>; 2] {
+    /// weight gradient's xᵀ; onto the destination's values when `keep`.
+    fn at_width(
+        width: Width,
+        threads: usize,
+        (m, n, k): (usize, usize, usize),
+        keep: bool,
+    ) -> [Vec<f32>; 2] {
         use crate::ops::kernels::gemm_block;
         use crate::ops::kernels::tests::salted_values as values;
         let (lhs, rhs) = (values(m * k, 1), values(k * n, 2));
@@ -546,7 +554,7 @@ mod tests {
         // has width's instructions (the caller takes widths up to detected()'s).
         pool.install(|| unsafe {
             let operands = (views.0.get(), views.1.get());
-            product_at(width, dst.get(), (m, n, k), true, operands, true)
+            product_at(width, dst.get(), (m, n, k), keep, operands, true)
         });
         let (identity, serial) = (crate::ops::Activation::Identity, gemm::Parallelism::None);
         // SAFETY: as above.
@@ -555,7 +563,7 @@ mod tests {
                 crates.as_mut_ptr(),
                 n,
                 (m, n, k),
-                true,
+                keep,
                 operands,
                 identity,
                 serial,
@@ -585,9 +593,9 @@ mod tests {
         let levels: Vec<Simd> = detected().up_to().filter(|l| *l >= Simd::Avx2).collect();
         for level in levels {
             for (m, n, k) in shapes.into_iter().chain(more) {
-                for threads in [1, 2, 3] {
-                    let [ours, crates] = at_width(Width::of(level), threads, (m, n, k));
-                    let what = format!("{level}: ({m}, {n}, {k}) on {threads} threads");
+                for (threads, keep) in [(1, false), (2, true), (2, false), (3, true)] {
+                    let [ours, crates] = at_width(Width::of(level), threads, (m, n, k), keep);
+                    let what = format!("{level}: ({m}, {n}, {k}) on {threads}, keep {keep}");
                     assert!(same_bits(&ours, &crates), "{what}");
                 }
             }

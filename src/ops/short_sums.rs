@@ -8,7 +8,7 @@
 //! element here is the crate's chain, so the bits are the crate's (the tests compare them):
 //! fused multiply-adds from zero in the order of the sum (one chunk: the crate's chunks are far
 //! longer than [`SHORT`]), then added to the destination when it is kept. A tile is a few rows
-//! of the output by one or two vectors of its columns, in registers; each step of the sum
+//! of the output by one or two vectors of its columns (one to three on AVX2), in registers; each step of the sum
 //! broadcasts one scalar of each of lhs's rows and reads one row of rhs. Each element is
 //! summed by one thread, so the thread count does not change a bit.
 
@@ -52,9 +52,9 @@ pub(super) fn wide(level: Simd) -> usize {
 const PIECE_ROWS: usize = 256;
 
 /// Whether [`product_into`] computes `m x n` outputs summed over `k`: on AVX-512 (AVX2), for at
-/// most [`WIDE`] ([`AVX2_WIDE`]) columns summed over at most [`SHORT`], where the crate takes its blocked kernel
-/// (`input_grad::blocked`), with lhs's rows and one of rhs's axes where they stand (a
-/// weight's rows, or its columns: its transpose).
+/// most [`WIDE`] ([`AVX2_WIDE`]) columns summed over at most [`SHORT`], where the crate takes
+/// its blocked kernel (`input_grad::blocked`), with lhs's rows and one of rhs's axes where they
+/// stand (a weight's rows, or its columns: its transpose).
 pub(super) fn applies((m, n, k): (usize, usize, usize), (lhs, rhs): (View, View)) -> bool {
     let ((_, l_rs, l_cs), (_, r_rs, r_cs)) = (lhs, rhs);
     let shape = n <= wide(detected()) && k <= SHORT && super::input_grad::blocked(m, n, k);
@@ -367,6 +367,12 @@ mod tests {
     fn rows_in_a_wider_destination_get_the_crates_bits_and_leave_the_rest() {
         // Replicas' input gradients side by side (`shared_input`): each writes its k columns
         // of rows reps·k apart. Here 20 columns of rows 27 apart, both ways of reading rhs.
+        let operands = ((std::ptr::null(), 10, 1), (std::ptr::null(), 20, 1));
+        assert_eq!(
+            applies((2048, 20, 10), operands),
+            detected() >= Simd::Avx2,
+            "taken wherever there is FMA"
+        );
         for level in detected().up_to().filter(|l| *l >= Simd::Avx2) {
             wider_destination_at(level);
         }
@@ -421,6 +427,8 @@ mod tests {
             (130, 17, 16),
             (77, 9, 3),
             (50, 8, 5),
+            (600, 5, 14),
+            (700, 16, 4),
         ];
         for level in detected().up_to().filter(|l| *l >= Simd::Avx2) {
             for (m, n, k) in shapes {

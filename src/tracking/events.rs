@@ -166,27 +166,28 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// A new event file's name, `<PREFIX><secs>.<tail>`, sorting after every file in `existing`.
-/// TensorBoard and [`files`] read a folder's files in name order, so a resumed session's file
-/// must sort after the one it resumed from. By the clock alone it may not: a session resumed
-/// within the same second sorts by its pid, and pids are not ordered (a pid past 9999 sorts
-/// before 9998; pids wrap). There the seconds field becomes one past the latest file's: the name
-/// is then up to a second ahead of the clock, and TensorBoard reads nothing else from it.
+/// A new event file's name, `<PREFIX><secs>.<tail>`, sorting after every file in `existing`
+/// whose seconds field is a number (TensorBoard's and ember's are). TensorBoard and [`files`]
+/// read a folder's files in name order, so a resumed session's file must sort after the one it
+/// resumed from. By the clock alone it may not: a session resumed within the same second sorts
+/// by its pid, and pids are not ordered (a pid past 9999 sorts before 9998; pids wrap). There
+/// the seconds field becomes one past the latest file's, so the name runs ahead of the clock by
+/// a second for each such session (or more, after the clock steps back); TensorBoard reads
+/// nothing else from it.
 fn file_name(existing: &[PathBuf], secs: u64, tail: &str) -> String {
     let name = |secs: u64| format!("{PREFIX}{secs}.{tail}");
-    let latest = existing
-        .iter()
-        .filter_map(|p| p.file_name()?.to_str().map(str::to_owned))
-        .max();
-    match latest {
-        Some(latest) if latest >= name(secs) => {
-            let latest_secs = latest[PREFIX.len()..]
-                .split('.')
-                .next()
-                .and_then(|s| s.parse::<u64>().ok())
-                .unwrap_or(secs);
-            name(latest_secs.max(secs) + 1)
-        }
+    let numbered = existing.iter().filter_map(|p| {
+        let file = p.file_name()?.to_str()?;
+        let secs = file
+            .strip_prefix(PREFIX)?
+            .split('.')
+            .next()?
+            .parse::<u64>()
+            .ok()?;
+        Some((file.to_owned(), secs))
+    });
+    match numbered.max() {
+        Some((latest, latest_secs)) if latest >= name(secs) => name(latest_secs.max(secs) + 1),
         _ => name(secs),
     }
 }
@@ -255,6 +256,15 @@ mod tests {
         let same = names(&["1796000000.host.5.0"]);
         assert_eq!(
             file_name(&same, 1796000000, "host.6.0"),
+            format!("{PREFIX}1796000000.host.6.0")
+        );
+    }
+
+    #[test]
+    fn files_without_a_numbered_seconds_field_do_not_count() {
+        let foreign = names(&["zzz.host.1.0", "1796000000.host.5.0"]);
+        assert_eq!(
+            file_name(&foreign, 1796000000, "host.6.0"),
             format!("{PREFIX}1796000000.host.6.0")
         );
     }
