@@ -12,9 +12,10 @@
 //! training images. There the split is held as several shards of whole batches; a shuffled
 //! epoch is gathered shard by shard into the same order as on any other device.
 
+use crate::ops::EmberBackend;
 use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::prelude::*;
-use burn::tensor::TensorData;
+use burn::tensor::{Slice, TensorData, TensorPrimitive};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -30,6 +31,24 @@ pub trait Rows<B: Backend>: Clone + Send + Sync + 'static {
     fn cat(parts: Vec<Self>) -> Self;
     /// The same rows on another device.
     fn to_device(&self, device: &B::Device) -> Self;
+}
+
+/// Rows `start..start + len` of a data tensor: `narrow`, without a place in an autodiff
+/// backend's graph ([`EmberBackend::data_slice`]). No gradient flows to the loader's tensors.
+pub fn data_rows<B: EmberBackend, const D: usize>(
+    t: &Tensor<B, D>,
+    start: usize,
+    len: usize,
+) -> Tensor<B, D> {
+    let dims = t.dims();
+    let slices: Vec<Slice> = (0..D)
+        .map(|i| match i {
+            0 => Slice::from(start..start + len),
+            _ => Slice::from(0..dims[i]),
+        })
+        .collect();
+    let primitive = t.clone().into_primitive().tensor();
+    Tensor::from_primitive(TensorPrimitive::Float(B::data_slice(primitive, &slices)))
 }
 
 /// `t`'s rows at `indices`, computed before anything else is queued on the device. Burn 0.21's
@@ -429,6 +448,30 @@ mod tests {
             TensorData::new(values, [len]),
             &Default::default(),
         ))
+    }
+
+    #[test]
+    fn data_rows_cut_what_narrow_cuts_and_gradients_flow_through_what_a_model_makes_of_them() {
+        type A = burn::backend::Autodiff<Flex>;
+        let device = Default::default();
+        let values: Vec<f32> = (0..24).map(|i| i as f32 * 0.5).collect();
+        let table = Tensor::<A, 2>::from_data(TensorData::new(values.clone(), [8, 3]), &device);
+        let column = Tensor::<A, 1>::from_data(TensorData::new(values, [24]), &device);
+        let cut = data_rows(&table, 2, 5);
+        assert_eq!(cut.dims(), [5, 3]);
+        assert_eq!(cut.to_data(), table.clone().narrow(0, 2, 5).to_data());
+        assert_eq!(
+            data_rows(&column, 23, 1).to_data(),
+            column.narrow(0, 23, 1).to_data()
+        );
+        // A gradient still flows through what a model computes from the rows.
+        let w = Tensor::<A, 2>::ones([3, 1], &device).require_grad();
+        let grads = cut.matmul(w.clone()).sum().backward();
+        let dw = w.grad(&grads).expect("w's gradient");
+        let want: Vec<f32> = (0..3)
+            .map(|c| (2..7).map(|r| (r * 3 + c) as f32 * 0.5).sum())
+            .collect();
+        assert_eq!(dw.to_data(), TensorData::new(want, [3, 1]));
     }
 
     fn loader(n: usize, batch: usize, drop_last: bool, order: Order) -> DeviceLoader<B, Ids> {

@@ -6,7 +6,7 @@ use super::{
     matrix_rows, param, rows_of, train_output,
 };
 use crate::config::Init;
-use crate::data::loader::{Rows, gather_rows};
+use crate::data::loader::{Rows, data_rows, gather_rows};
 use crate::data::{HostSplit, Labels};
 use crate::device::TrainBackend;
 use crate::ops::EmberBackend;
@@ -112,15 +112,15 @@ impl<B: Backend> ScalarBatch<B> {
     }
 }
 
-impl<B: Backend> Rows<B> for ScalarBatch<B> {
+impl<B: EmberBackend> Rows<B> for ScalarBatch<B> {
     fn rows(&self) -> usize {
         self.y.dims()[0]
     }
     fn narrow(&self, start: usize, len: usize) -> Self {
         Self {
-            x: self.x.clone().narrow(0, start, len),
-            f: self.f.clone().narrow(0, start, len),
-            y: self.y.clone().narrow(0, start, len),
+            x: data_rows(&self.x, start, len),
+            f: data_rows(&self.f, start, len),
+            y: data_rows(&self.y, start, len),
         }
     }
     fn select(&self, indices: Tensor<B, 1, Int>) -> Self {

@@ -8,7 +8,7 @@ use super::{
     embed, init_linear, matrix_rows, rows_of, train_output,
 };
 use crate::config::{Activation, JobConfig, Task};
-use crate::data::loader::{Rows, gather_rows};
+use crate::data::loader::{Rows, data_rows, gather_rows};
 use crate::data::{HostSplit, Labels};
 use crate::device::TrainBackend;
 use crate::ops::{self, EmberBackend, linear};
@@ -297,17 +297,17 @@ impl<B: Backend> MlpBatch<B> {
     }
 }
 
-impl<B: Backend> Rows<B> for MlpBatch<B> {
+impl<B: EmberBackend> Rows<B> for MlpBatch<B> {
     fn rows(&self) -> usize {
         self.inputs.dims()[0]
     }
     fn narrow(&self, start: usize, len: usize) -> Self {
         Self {
-            inputs: self.inputs.clone().narrow(0, start, len),
+            inputs: data_rows(&self.inputs, start, len),
             targets: self.map_targets(
                 |t| t.clone().narrow(0, start, len),
                 |t| t.clone().narrow(0, start, len),
-                |t| t.clone().narrow(0, start, len),
+                |t| data_rows(t, start, len),
             ),
         }
     }

@@ -10,6 +10,10 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::FloatTensor;
 
 impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
+    fn data_slice(tensor: FloatTensor<Self>, slices: &[burn::tensor::Slice]) -> FloatTensor<Self> {
+        Self::from_inner(B::data_slice(Self::inner(tensor), slices))
+    }
+
     fn fused_linear(
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,

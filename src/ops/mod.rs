@@ -99,6 +99,14 @@ impl AdamStep {
 
 /// Operations ember implements itself for some backends, with Burn's as the fallback.
 pub trait EmberBackend: Backend {
+    /// A data tensor's `slices` (the loader's batch of rows), which no gradient flows to: Burn's
+    /// slice. Burn's autodiff backend registers every slice in its graph, even of a tensor it
+    /// does not track, so there it is cut on the inner backend and handed back as a fresh leaf
+    /// (`ops::autodiff`): 5 % of linear-scalar's 20 µs step.
+    fn data_slice(tensor: FloatTensor<Self>, slices: &[burn::tensor::Slice]) -> FloatTensor<Self> {
+        Self::float_slice(tensor, slices)
+    }
+
     /// `w - lr * g`.
     fn sgd_step(w: FloatTensor<Self>, g: FloatTensor<Self>, lr: &Lr<Self>) -> FloatTensor<Self> {
         Self::float_sub(w, lr.scale(g))

@@ -13,6 +13,7 @@
 use super::model::{Ragged, ReplicaBatch};
 use crate::data::loader::{EpochCell, Rows, served, shuffled};
 use crate::model::mlp::MlpBatch;
+use crate::ops::EmberBackend;
 use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -59,7 +60,7 @@ pub struct ReplicaLoader<B: Backend> {
     device: B::Device,
 }
 
-impl<B: Backend> ReplicaLoader<B> {
+impl<B: EmberBackend> ReplicaLoader<B> {
     pub fn new(
         split: MlpBatch<B>,
         seeds: Option<Vec<u64>>,
@@ -158,7 +159,7 @@ struct BlockEpoch<B: Backend> {
     served: Vec<usize>,
 }
 
-impl<B: Backend> ReplicaIter<'_, B> {
+impl<B: EmberBackend> ReplicaIter<'_, B> {
     /// The batch of rows `start..start + len` of each replica's own order, fewer for a replica
     /// with fewer left (padded and masked).
     fn block_batch(&self, epoch: &BlockEpoch<B>, start: usize, len: usize) -> ReplicaBatch<B> {
@@ -182,7 +183,7 @@ impl<B: Backend> ReplicaIter<'_, B> {
     }
 }
 
-impl<B: Backend> Iterator for ReplicaIter<'_, B> {
+impl<B: EmberBackend> Iterator for ReplicaIter<'_, B> {
     type Item = ReplicaBatch<B>;
 
     fn next(&mut self) -> Option<ReplicaBatch<B>> {
@@ -210,13 +211,13 @@ impl<B: Backend> Iterator for ReplicaIter<'_, B> {
     }
 }
 
-impl<B: Backend> DataLoaderIterator<ReplicaBatch<B>> for ReplicaIter<'_, B> {
+impl<B: EmberBackend> DataLoaderIterator<ReplicaBatch<B>> for ReplicaIter<'_, B> {
     fn progress(&self) -> Progress {
         Progress::new(self.next_row, self.total)
     }
 }
 
-impl<B: Backend> DataLoader<B, ReplicaBatch<B>> for ReplicaLoader<B> {
+impl<B: EmberBackend> DataLoader<B, ReplicaBatch<B>> for ReplicaLoader<B> {
     fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<ReplicaBatch<B>> + 'a> {
         let (orders, blocks) = match &self.blocks {
             None => {

@@ -293,7 +293,11 @@ impl UnitTask<'_> {
     }
 
     /// The replicas' training batches: of the shared split, or each of its own fold's.
-    fn train_loader<B: Backend>(&self, epoch: EpochCell, device: &B::Device) -> ReplicaLoader<B> {
+    fn train_loader<B: crate::ops::EmberBackend>(
+        &self,
+        epoch: EpochCell,
+        device: &B::Device,
+    ) -> ReplicaLoader<B> {
         let config = &self.configs[0];
         let seeds = config
             .shuffle
@@ -313,7 +317,7 @@ impl UnitTask<'_> {
 
     /// The replicas' validation batches, in file order as a single run's: the shared rows, or
     /// each replica's own fold.
-    fn valid_loader<B: Backend>(
+    fn valid_loader<B: crate::ops::EmberBackend>(
         &self,
         device: &B::Device,
     ) -> Arc<dyn DataLoader<B, ReplicaBatch<B>>> {
