@@ -41,9 +41,16 @@ pub fn data_rows<B: EmberBackend, const D: usize>(
     len: usize,
 ) -> Tensor<B, D> {
     let dims = t.dims();
+    // As `narrow` checks.
+    let end = start + len;
+    assert!(
+        len > 0 && end <= dims[0],
+        "rows {start}..{end} of {}",
+        dims[0]
+    );
     let slices: Vec<Slice> = (0..D)
         .map(|i| match i {
-            0 => Slice::from(start..start + len),
+            0 => Slice::from(start..end),
             _ => Slice::from(0..dims[i]),
         })
         .collect();

@@ -11,6 +11,7 @@ use burn::tensor::ops::FloatTensor;
 
 impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
     fn data_slice(tensor: FloatTensor<Self>, slices: &[burn::tensor::Slice]) -> FloatTensor<Self> {
+        debug_assert!(!tensor.is_tracked(), "data is never tracked");
         Self::from_inner(B::data_slice(Self::inner(tensor), slices))
     }
 
