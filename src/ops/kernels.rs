@@ -1783,9 +1783,29 @@ pub(super) mod tests {
     #[cfg(target_arch = "x86_64")]
     pub(in crate::ops) fn ours_and_crates(
         threads: usize,
+        dims: (usize, usize, usize),
+        keep: bool,
+        layouts: (bool, bool),
+    ) -> [Vec<f32>; 2] {
+        let identity = crate::ops::Activation::Identity;
+        // SAFETY: `ours_and_crates_by` hands over m * n initialised elements and views of
+        // m x k and k x n.
+        let ours = |dst, operands| unsafe {
+            gemm_into(dst, dims, keep, operands, identity, true);
+        };
+        ours_and_crates_by(threads, dims, keep, layouts, ours)
+    }
+
+    /// [`ours_and_crates`] with `ours(dst, (lhs, rhs))` in place of `gemm_into`: a kernel's own
+    /// entry (at a given vector width, say), run on the pool into dst's `m * n` initialised
+    /// elements, row-major.
+    #[cfg(target_arch = "x86_64")]
+    pub(in crate::ops) fn ours_and_crates_by(
+        threads: usize,
         (m, n, k): (usize, usize, usize),
         keep: bool,
         (lhs_t, rhs_t): (bool, bool),
+        ours_into: impl Fn(*mut f32, (View, View)) + Sync,
     ) -> [Vec<f32>; 2] {
         let (lhs_values, rhs_values) = (salted_values(m * k, 1), salted_values(k * n, 2));
         let lhs = match lhs_t {
@@ -1802,12 +1822,9 @@ pub(super) mod tests {
             .unwrap();
         let (mut ours, mut crates) = (salted_values(m * n, 3), salted_values(m * n, 3));
         let (identity, dst) = (crate::ops::Activation::Identity, SendPtr(ours.as_mut_ptr()));
-        // SAFETY: both destinations hold m * n initialised elements; the views m x k and k x n.
-        pool.install(|| unsafe {
-            let operands = (lhs.get(), rhs.get());
-            gemm_into(dst.get(), (m, n, k), keep, operands, identity, true)
-        });
+        pool.install(|| ours_into(dst.get(), (lhs.get(), rhs.get())));
         let (operands, serial) = ((lhs.get(), rhs.get()), gemm::Parallelism::None);
+        // SAFETY: crates holds m * n initialised elements; the views m x k and k x n.
         unsafe {
             let crates = crates.as_mut_ptr();
             gemm_block(crates, n, (m, n, k), keep, operands, identity, serial)

@@ -460,7 +460,7 @@ unsafe fn tile_sums_avx2<const V: usize, const C: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::kernels::tests::{ours_and_crates, same_bits};
+    use crate::ops::kernels::tests::{ours_and_crates, ours_and_crates_by, same_bits};
 
     /// `[m, n]` from `gemm_into` on `threads` and from the gemm crate; lhs `[m, k]` as the
     /// transpose of row-major `[k, m]` (a weight gradient's xᵀ) or row-major itself.
@@ -534,42 +534,13 @@ mod tests {
     fn at_width(
         width: Width,
         threads: usize,
-        (m, n, k): (usize, usize, usize),
+        dims: (usize, usize, usize),
         keep: bool,
     ) -> [Vec<f32>; 2] {
-        use crate::ops::kernels::gemm_block;
-        use crate::ops::kernels::tests::salted_values as values;
-        let (lhs, rhs) = (values(m * k, 1), values(k * n, 2));
-        let operands = ((lhs.as_ptr(), 1, m as isize), (rhs.as_ptr(), n as isize, 1));
-        let (mut ours, mut crates) = (values(m * n, 3), values(m * n, 3));
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        let (dst, views) = (
-            SendPtr(ours.as_mut_ptr()),
-            (SendView(operands.0), SendView(operands.1)),
-        );
-        // SAFETY: both destinations hold m * n elements; the views m x k and k x n; the CPU
-        // has width's instructions (the caller takes widths up to detected()'s).
-        pool.install(|| unsafe {
-            let operands = (views.0.get(), views.1.get());
-            product_at(width, dst.get(), (m, n, k), keep, operands, true)
-        });
-        let (identity, serial) = (crate::ops::Activation::Identity, gemm::Parallelism::None);
-        // SAFETY: as above.
-        unsafe {
-            gemm_block(
-                crates.as_mut_ptr(),
-                n,
-                (m, n, k),
-                keep,
-                operands,
-                identity,
-                serial,
-            )
-        };
-        [ours, crates]
+        // SAFETY: m * n elements and views of m x k and k x n; the CPU has width's
+        // instructions (the caller takes widths up to detected()'s).
+        let ours = |dst, operands| unsafe { product_at(width, dst, dims, keep, operands, true) };
+        ours_and_crates_by(threads, dims, keep, (true, false), ours)
     }
 
     #[test]

@@ -309,7 +309,9 @@ mod tests {
     use super::*;
     use crate::ops::Activation;
     use crate::ops::kernels::gemm_block;
-    use crate::ops::kernels::tests::{ours_and_crates, salted_values as values, same_bits};
+    use crate::ops::kernels::tests::{
+        ours_and_crates, ours_and_crates_by, salted_values as values, same_bits,
+    };
 
     /// `[m, n]` from `gemm_into` on `threads` and from the gemm crate; rhs `[k, n]` row-major,
     /// or the transpose of a row-major `[n, k]` (a weight in an input gradient).
@@ -432,30 +434,14 @@ mod tests {
         ];
         for level in detected().up_to().filter(|l| *l >= Simd::Avx2) {
             for (m, n, k) in shapes {
-                let (lhs, rhs) = (values(m * k, 1), values(k * n, 2));
-                let operands = ((lhs.as_ptr(), k as isize, 1), (rhs.as_ptr(), 1, k as isize));
                 for threads in [1, 3] {
-                    let (mut ours, mut crates) = (values(m * n, 3), values(m * n, 3));
-                    let pool = rayon::ThreadPoolBuilder::new()
-                        .num_threads(threads)
-                        .build()
-                        .unwrap();
-                    let (dst, views) = (
-                        SendPtr(ours.as_mut_ptr()),
-                        (SendView(operands.0), SendView(operands.1)),
-                    );
                     // SAFETY: m rows of n elements; the views m x k and k x n; the CPU has
                     // level's features.
-                    pool.install(|| unsafe {
-                        let views = (views.0.get(), views.1.get());
-                        product_at(level, (dst.get(), n), (m, n, k), true, views, true)
-                    });
-                    let (identity, serial) = (Activation::Identity, gemm::Parallelism::None);
-                    let crates_ptr = crates.as_mut_ptr();
-                    // SAFETY: as above.
-                    unsafe {
-                        gemm_block(crates_ptr, n, (m, n, k), true, operands, identity, serial)
+                    let ours = |dst, views| unsafe {
+                        product_at(level, (dst, n), (m, n, k), true, views, true)
                     };
+                    let [ours, crates] =
+                        ours_and_crates_by(threads, (m, n, k), true, (false, true), ours);
                     let what = format!("{level}: ({m}, {n}, {k}) on {threads} threads");
                     assert!(same_bits(&ours, &crates), "{what}");
                 }
