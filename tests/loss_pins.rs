@@ -486,7 +486,13 @@ fn zen3_cache_listing(dir: &Path) {
 /// (`EMBER_WAIT_POLICY=passive`, which changes no result): spinning under the emulator would
 /// take the other core from the worker with work.
 fn on_emulated_zen3(listing: &Path, args: &[&str]) -> Output {
-    in_own_mounts(listing)
+    emulated(in_own_mounts(listing), "Haswell", args)
+}
+
+/// `launcher` (a command that runs the rest of its arguments) running ember with `args` under
+/// QEMU's user-mode emulator as its `cpu` model, within [`EMULATED_RUN_LIMIT`].
+fn emulated(mut launcher: Command, cpu: &str, args: &[&str]) -> Output {
+    launcher
         .args([
             "timeout",
             "-k",
@@ -494,7 +500,7 @@ fn on_emulated_zen3(listing: &Path, args: &[&str]) -> Output {
             EMULATED_RUN_LIMIT,
             "qemu-x86_64",
             "-cpu",
-            "Haswell",
+            cpu,
         ])
         .arg(bin())
         .args(args)
@@ -502,7 +508,7 @@ fn on_emulated_zen3(listing: &Path, args: &[&str]) -> Output {
         .env("EMBER_WAIT_POLICY", "passive")
         .env("RUST_BACKTRACE", "1")
         .output()
-        .expect("unshare runs")
+        .expect("the launcher runs")
 }
 
 /// The longest an emulated run may take, in seconds: fashion-mlp's pin takes about 4 minutes
@@ -603,22 +609,7 @@ fn tabular_mlp_trains_on_an_emulated_cpu_without_avx_within_the_pins_tolerances(
         return cannot_run(what, "no qemu-x86_64 (apt-get install qemu-user)");
     }
     let (run, got) = train_with(&TABULAR_MLP, "-portable", |args| {
-        Command::new("timeout")
-            .args([
-                "-k",
-                "10",
-                EMULATED_RUN_LIMIT,
-                "qemu-x86_64",
-                "-cpu",
-                "Nehalem",
-            ])
-            .arg(bin())
-            .args(args)
-            .current_dir(root())
-            .env("EMBER_WAIT_POLICY", "passive")
-            .env("RUST_BACKTRACE", "1")
-            .output()
-            .expect("timeout runs")
+        emulated(Command::new("env"), "Nehalem", args)
     });
     let summary = std::fs::read_to_string(run.join("summary.json")).unwrap();
     let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
