@@ -112,6 +112,17 @@ impl Console {
     }
 }
 
+/// A file ember can do without (curves, charts, TensorBoard events) could not be written:
+/// `warning: MESSAGE` on stderr, once per `kind` in a process, however often it recurs.
+pub fn warn_once(kind: &'static str, message: &str) {
+    static WARNED: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut warned = WARNED.lock().expect("warnings lock");
+    if !warned.contains(&kind) {
+        warned.push(kind);
+        let _ = writeln!(std::io::stderr(), "warning: {message}");
+    }
+}
+
 /// Formats seconds as `1h02m`, `3m05s` or `12s`.
 pub fn duration(seconds: f64) -> String {
     let s = seconds.max(0.0).round() as u64;

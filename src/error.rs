@@ -20,19 +20,37 @@ pub enum EmberError {
     #[error("{0}")]
     Interrupted(String),
 
-    /// Something outside the user's control failed (disk full, I/O error while writing).
+    /// Something outside the user's control failed (an I/O error while writing, the device).
     #[error("{0}")]
     Runtime(String),
+
+    /// A write found the disk (or the user's quota) full.
+    #[error("{0}")]
+    DiskFull(String),
 }
 
 impl EmberError {
-    /// The process exit code: 2 for bad input, 3 for divergence, 130 for an interrupt, 1 otherwise.
+    /// The process exit code: 2 for bad input, 3 for divergence, 4 for a full disk, 130 for an
+    /// interrupt, 1 otherwise.
     pub fn exit_code(&self) -> i32 {
         match self {
             EmberError::Input(_) => 2,
             EmberError::Diverged(_) => 3,
+            EmberError::DiskFull(_) => 4,
             EmberError::Interrupted(_) => 130,
             EmberError::Runtime(_) => 1,
+        }
+    }
+
+    /// The same kind of error with `more` appended to its message (what to do next).
+    pub fn and_then_say(self, more: &str) -> Self {
+        let join = |m: String| format!("{m}; {more}");
+        match self {
+            EmberError::Input(m) => EmberError::Input(join(m)),
+            EmberError::Diverged(m) => EmberError::Diverged(join(m)),
+            EmberError::Interrupted(m) => EmberError::Interrupted(join(m)),
+            EmberError::Runtime(m) => EmberError::Runtime(join(m)),
+            EmberError::DiskFull(m) => EmberError::DiskFull(join(m)),
         }
     }
 

@@ -1,12 +1,25 @@
 //! Files ember reads and writes whole: reads that name the file in their error, and writes
-//! that a kill never leaves half done.
+//! that a kill never leaves half done. A write that fails on a full disk says so, with what it
+//! needed and what was free ([`write_error`]).
+
+pub mod faults;
 
 use crate::error::{EmberError, Result};
+use faults::{Fault, Phase};
 use std::path::{Path, PathBuf};
 
 /// Reads a whole file, naming it in the error.
 pub fn read_file(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| EmberError::file(path, describe_io(&e)))
+}
+
+/// The SHA-256 of `bytes`, as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A short description of an I/O error without Rust's `(os error N)` suffix.
@@ -44,7 +57,8 @@ enum Durability {
     Unsynced,
 }
 
-/// A temporary file beside `path`, renamed over it.
+/// A temporary file beside `path`, renamed over it. The bytes go in two halves, so that an
+/// injected fault (`faults`) can strike between them as a kill or a full disk would.
 fn replace(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
     let durable = durability == Durability::Synced;
     use std::io::Write;
@@ -54,23 +68,71 @@ fn replace(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp: PathBuf = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let fault = faults::for_write(path);
     let result = (|| -> std::io::Result<()> {
+        Fault::at(fault, Phase::Before)?;
         let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
+        let (first, rest) = bytes.split_at(bytes.len() / 2);
+        file.write_all(first)?;
+        Fault::at(fault, Phase::Partial)?;
+        if !Fault::is_short(fault) {
+            file.write_all(rest)?;
+        }
         if durable {
             file.sync_all()?;
         }
+        // A disk that took fewer bytes than it said must not get the final name.
+        let on_disk = file.metadata()?.len();
+        if on_disk != bytes.len() as u64 {
+            let why = format!(
+                "only {on_disk} of its {} bytes reached the disk",
+                bytes.len()
+            );
+            return Err(std::io::Error::other(why));
+        }
         drop(file);
+        Fault::at(fault, Phase::Written)?;
         std::fs::rename(&tmp, path)?;
         // The rename is durable only once the folder entry is on disk.
         if durable && let Ok(d) = std::fs::File::open(dir) {
             d.sync_all().ok();
         }
-        Ok(())
+        Fault::at(fault, Phase::Renamed)
     })();
     if let Err(e) = result {
         std::fs::remove_file(&tmp).ok();
-        return Err(EmberError::write(path, describe_io(&e)));
+        return Err(write_error(path, &e, bytes.len() as u64));
     }
     Ok(())
+}
+
+/// Whether an I/O error means the disk (or the user's quota) is full.
+pub fn is_disk_full(err: &std::io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
+/// The error for a failed write of `path`, which needed about `needed` bytes: on a full disk
+/// [`EmberError::DiskFull`] with the space needed and free, else a runtime error.
+pub fn write_error(path: &Path, err: &std::io::Error, needed: u64) -> EmberError {
+    if !is_disk_full(err) {
+        return EmberError::write(path, describe_io(err));
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let free = fs4::available_space(dir.unwrap_or(Path::new(".")))
+        .map(human_bytes)
+        .unwrap_or_else(|_| "an unknown amount".to_string());
+    EmberError::DiskFull(format!(
+        "disk full: cannot write {} (it needs {}, {free} free)",
+        path.display(),
+        human_bytes(needed)
+    ))
+}
+
+/// A byte count for people: `512 kB`, `3.4 MB`, `1.2 GB`.
+pub fn human_bytes(b: u64) -> String {
+    match b {
+        0..1_000_000 => format!("{:.0} kB", b as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+        _ => format!("{:.1} GB", b as f64 / 1e9),
+    }
 }

@@ -98,7 +98,17 @@ fn open_unchecked(path: &Path, config: Option<&Path>, epoch: Option<usize>) -> R
                     )
                 })?,
             ),
-            None if final_model.is_file() => Weights::Burn(final_model),
+            None if final_model.is_file() => {
+                crate::run::summary::verify_model_file(&final_model).map_err(|e| {
+                    match checkpoint::list_epochs(&ckpt).pop() {
+                        Some(n) => e.and_then_say(&format!(
+                            "its checkpoint of epoch {n} loads with --epoch {n}"
+                        )),
+                        None => e,
+                    }
+                })?;
+                Weights::Burn(final_model)
+            }
             None => Weights::Checkpoint(ckpt.clone(), checkpoint::latest(&ckpt)?),
         };
         return Ok(ModelSource { config, weights });
@@ -124,6 +134,7 @@ fn open_unchecked(path: &Path, config: Option<&Path>, epoch: Option<usize>) -> R
         }
     };
     let config = crate::config::load(&config_path)?;
+    crate::run::summary::verify_model_file(path)?;
     let weights = match path.extension().and_then(|e| e.to_str()) {
         Some("safetensors") => Weights::Safetensors(path.to_path_buf(), safetensors_layout(path)?),
         Some("mpk") => Weights::Burn(path.to_path_buf()),

@@ -363,6 +363,29 @@ fn sweep(action: SweepAction, threads: Option<usize>, console: &Console) -> Resu
     }
 }
 
+/// Writes a trained run's summary and curves, and prints its line. Where training failed, that
+/// failure is the error, whatever the summary's write did; where only the summary failed, its
+/// error says how to write it again.
+fn finish_train(report: ember::train::RunReport, console: &Console) -> Result<()> {
+    let written = report.write_summary_and_curves();
+    match (report.failure, written) {
+        (Some(failure), Ok(line)) => {
+            console.always(&line);
+            Err(failure)
+        }
+        (Some(failure), Err(_)) => Err(failure),
+        (None, Ok(line)) => {
+            console.always(&line);
+            Ok(())
+        }
+        (None, Err(e)) => Err(ember::train::with_next_step(
+            e,
+            &report.run_dir,
+            report.config.epochs,
+        )),
+    }
+}
+
 /// Runs one command; what it reports goes to stdout through `console`.
 fn run(cli: Cli, console: &Console) -> Result<()> {
     use ember::device::choose;
@@ -371,8 +394,7 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
     let lines: Vec<String> = match cli.command {
         Command::Train { config, args } => {
             let report = ember::train::run::<D>(config.as_deref(), &args, console)?;
-            console.always(&report.write_summary_and_curves()?);
-            return report.failure.map_or(Ok(()), Err);
+            return finish_train(report, console);
         }
         Command::Eval {
             model,

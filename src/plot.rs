@@ -171,27 +171,24 @@ pub(crate) fn write_png(
     draw: impl FnOnce(&Area) -> DrawResult,
 ) -> Result<()> {
     register_font();
-    let dir = out.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}.png",
-        out.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let result = (|| -> DrawResult {
-        let root = BitMapBackend::new(&tmp, size).into_drawing_area();
+    // Drawn in memory and written by `fs::write_atomic`, so that a full disk reads as one.
+    let mut pixels = vec![0u8; 3 * size.0 as usize * size.1 as usize];
+    let drawn = (|| -> DrawResult {
+        let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
         root.fill(&WHITE)?;
         let root = root.titled(title, ("sans-serif", 26).into_font().style(FontStyle::Bold))?;
         draw(&root)?;
         root.present()?;
         Ok(())
     })();
-    if let Err(e) = result {
-        std::fs::remove_file(&tmp).ok();
-        return Err(plot_err(e));
-    }
-    std::fs::rename(&tmp, out).map_err(|e| EmberError::write(out, e))
+    drawn.map_err(plot_err)?;
+    let image = image::RgbImage::from_raw(size.0, size.1, pixels)
+        .expect("the buffer holds the image's pixels");
+    let mut png = std::io::Cursor::new(Vec::new());
+    image
+        .write_to(&mut png, image::ImageFormat::Png)
+        .map_err(plot_err)?;
+    crate::fs::write_atomic(out, png.get_ref())
 }
 
 #[derive(Clone, Copy, PartialEq)]

@@ -299,3 +299,47 @@ fn a_server_killed_mid_run_or_never_there_costs_the_run_nothing() {
         .count();
     assert_eq!(warnings, 1, "{}", stderr(&o));
 }
+
+/// A server that accepts connections and never answers (a stalled socket): training is held up
+/// by at most 5 s in all, then goes on without it, with one warning line.
+#[test]
+fn a_server_that_never_answers_holds_the_run_up_5_s_at_most() {
+    let dir = scratch("mlflow-stalled");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let uri = format!("http://{}", listener.local_addr().unwrap());
+    // Accepts every connection and keeps it open, silent.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let cfg = config(
+        &dir,
+        "small.toml",
+        "job = \"fashion-mlp\"\nepochs = 1\nbatch_size = 64\n[adam]\nlr = 1e-3\n",
+    );
+    let rows = ["--max-train-rows", "640"];
+    let started = Instant::now();
+    ok(&train_on_cpu(&cfg, &dir.join("untracked"), &rows));
+    let untracked = started.elapsed();
+    let started = Instant::now();
+    let o = train_on_cpu(
+        &cfg,
+        &dir.join("stalled"),
+        &[&rows[..], &["--mlflow", &uri]].concat(),
+    );
+    let stalled = started.elapsed();
+    ok(&o);
+    let warnings = stderr(&o)
+        .lines()
+        .filter(|l| l.starts_with("warning: MLflow"))
+        .count();
+    assert_eq!(warnings, 1, "{}", stderr(&o));
+    // 5 s of waiting at most, and a second for the noise of two runs.
+    assert!(
+        stalled < untracked + Duration::from_secs(6),
+        "the stalled server held the run up {:?} (untracked {untracked:?})",
+        stalled.saturating_sub(untracked)
+    );
+}

@@ -2,7 +2,6 @@
 
 mod common;
 use common::*;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn png_size(path: &std::path::Path) -> (u32, u32) {
@@ -174,17 +173,9 @@ fn an_unusable_out_folder_fails_before_training() {
 #[test]
 fn a_full_disk_fails_before_training() {
     let dir = scratch("full-disk");
-    let mount = dir.join("tiny");
-    std::fs::create_dir_all(&mount).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs", path_str(&mount)])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
-        eprintln!("skipped: cannot mount a small tmpfs here (needs root and mount rights)");
+    let Some(disk) = Tmpfs::mount(&dir, 4) else {
         return;
-    }
+    };
     let o = ember(&[
         "train",
         "configs/fashion-mlp.toml",
@@ -193,10 +184,9 @@ fn a_full_disk_fails_before_training() {
         "--max-train-rows",
         "64",
         "--out",
-        path_str(&mount.join("run")),
+        path_str(&disk.path.join("run")),
     ]);
-    Command::new("umount").arg(&mount).status().ok();
-    bad_input(&o, "free, the run needs about");
+    failed_with(&o, 4, &["disk full: ", "free, the run needs about"]);
 }
 
 #[test]

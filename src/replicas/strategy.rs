@@ -280,6 +280,10 @@ impl ReplicaStrategy {
         let (train, train_steps) = self.train_epoch(learner, parts, epoch, log);
         let seconds = started.elapsed().as_secs_f64();
         if parts.interrupter.should_stop() {
+            // A checkpoint write that failed stopped training: its own error says why.
+            if let Some(e) = self.checkpoints.failure() {
+                return Err(e);
+            }
             let why = parts.interrupter.get_message();
             let why = why.unwrap_or_else(|| "training was interrupted".to_string());
             return Err(EmberError::Runtime(format!(
@@ -400,6 +404,7 @@ where
             self.config_hash.clone(),
             (self.checkpoint_every, self.wait_for_checkpoints),
             &components.interrupter,
+            &learner,
         );
         let device = learner
             .model()

@@ -423,7 +423,7 @@ impl UnitTask<'_> {
                 .in_target_units(self.configs[r].target_std())
                 .tracked_by(tracker.clone());
             if active && self.configs[r].tensorboard {
-                history.write_events(&path)?;
+                history.write_events(&path);
             }
             logs.push(ReplicaLog {
                 history,
@@ -518,6 +518,7 @@ impl UnitTask<'_> {
 fn copy_error(e: &EmberError) -> EmberError {
     match e {
         EmberError::Interrupted(m) => EmberError::Interrupted(m.clone()),
+        EmberError::DiskFull(m) => EmberError::DiskFull(m.clone()),
         other => EmberError::Runtime(other.to_string()),
     }
 }

@@ -3,7 +3,7 @@
 //! into the same folder.
 
 use crate::error::{EmberError, Result};
-use crate::fs::describe_io;
+use crate::fs::{describe_io, human_bytes};
 use crate::input_err;
 use std::fs::File;
 use std::io::Write;
@@ -64,10 +64,7 @@ impl RunDir {
     /// Opens an existing run folder to continue it.
     pub fn open(path: &Path, needed_bytes: u64) -> Result<RunDir> {
         if !path.join(CONFIG).is_file() {
-            return Err(input_err!(
-                "--resume {}: not an ember run folder (no {CONFIG})",
-                path.display()
-            ));
+            return Err(no_run(path));
         }
         let run = Self::lock(path)?;
         run.check_room(needed_bytes)?;
@@ -133,8 +130,8 @@ impl RunDir {
         }
         let free = fs4::available_space(&self.path).unwrap_or(u64::MAX);
         if free < needed_bytes {
-            return Err(EmberError::Input(format!(
-                "{}: only {} free, the run needs about {} for checkpoints and the final model",
+            return Err(EmberError::DiskFull(format!(
+                "disk full: {} has only {} free, the run needs about {} for checkpoints and the final model",
                 self.path.display(),
                 human_bytes(free),
                 human_bytes(needed_bytes)
@@ -142,6 +139,16 @@ impl RunDir {
         }
         Ok(())
     }
+}
+
+/// `--resume DIR` of a folder without `config.toml`: it holds no run (or one killed before it
+/// wrote its config), and `--out DIR` may start one there.
+pub fn no_run(dir: &Path) -> EmberError {
+    input_err!(
+        "--resume {}: holds no run (no {CONFIG}); start one there with: ember train JOB.toml --out {}",
+        dir.display(),
+        dir.display()
+    )
 }
 
 /// Takes the lock, waiting up to a second for a holder that only looks (`in_use`, from a sweep
@@ -183,12 +190,4 @@ pub fn fresh_default(job: &str) -> PathBuf {
         n += 1;
     }
     path
-}
-
-pub fn human_bytes(b: u64) -> String {
-    match b {
-        0..1_000_000 => format!("{:.0} kB", b as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.1} MB", b as f64 / 1e6),
-        _ => format!("{:.1} GB", b as f64 / 1e9),
-    }
 }

@@ -111,16 +111,24 @@ impl History {
     /// From now on also writes the records to a new TensorBoard event file in `dir`, as they are written
     /// to `metrics.csv`. Earlier files in `dir` are cut to the records given (a resumed run's),
     /// and the new file starts with those of them no earlier file holds.
-    pub fn write_events(&mut self, dir: &Path) -> Result<()> {
+    ///
+    /// The events are not essential: where they cannot be written, one warning line, and the
+    /// run goes on without them.
+    pub fn write_events(&mut self, dir: &Path) {
         let last = self.records.last().map_or(0, |r| r.epoch);
-        let held = events::keep_through(dir, last)?;
-        let mut writer = EventWriter::create(dir)?;
-        for r in self.records.iter().filter(|r| !held.contains(&r.epoch)) {
-            writer.epoch(r)?;
+        let opened = (|| -> Result<EventWriter> {
+            let held = events::keep_through(dir, last)?;
+            let mut writer = EventWriter::create(dir)?;
+            for r in self.records.iter().filter(|r| !held.contains(&r.epoch)) {
+                writer.epoch(r)?;
+            }
+            writer.flush()?;
+            Ok(writer)
+        })();
+        match opened {
+            Ok(writer) => self.events = Some((writer, self.records.len())),
+            Err(e) => events_failed(&e),
         }
-        writer.flush()?;
-        self.events = Some((writer, self.records.len()));
-        Ok(())
     }
 
     /// Records pushed from now on are converted to the units of a target that was trained
@@ -157,6 +165,11 @@ impl History {
         }
     }
 
+    /// Writes the file with every record it was given (a run finished from its checkpoint).
+    pub fn write_all(mut self) -> Result<()> {
+        self.write()
+    }
+
     /// Writes the file if records were pushed since it was last written. A history that was
     /// given its records and had none pushed (a trial that ended before its group resumed)
     /// leaves the file as it is.
@@ -173,16 +186,36 @@ impl History {
         }
         self.rows = self.records.len();
         write_replace(&self.path, self.text.as_bytes())?;
-        if let Some((writer, written)) = &mut self.events {
-            for r in &self.records[*written..] {
-                writer.epoch(r)?;
-            }
-            writer.flush()?;
-            *written = self.records.len();
-        }
+        self.write_events_due();
         (self.written, self.dirty) = (Some(Instant::now()), false);
         Ok(())
     }
+
+    /// Appends the records the event file lacks. The events are not essential: where they
+    /// cannot be written, one warning, and the run goes on without them (a resumed run writes
+    /// the epochs its event files lack).
+    fn write_events_due(&mut self) {
+        let Some((writer, written)) = &mut self.events else {
+            return;
+        };
+        let result = (self.records[*written..].iter())
+            .try_for_each(|r| writer.epoch(r))
+            .and_then(|()| writer.flush());
+        match result {
+            Ok(()) => *written = self.records.len(),
+            Err(e) => {
+                events_failed(&e);
+                self.events = None;
+            }
+        }
+    }
+}
+
+fn events_failed(e: &crate::error::EmberError) {
+    crate::console::warn_once(
+        "events",
+        &format!("TensorBoard events not written ({e}); training goes on without them"),
+    );
 }
 
 fn csv_rows(r: &EpochRecord) -> String {

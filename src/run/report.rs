@@ -36,7 +36,7 @@ impl RunReport {
     /// finishing the MLflow run in between (so that it gets the curves and the summary its
     /// outcome), and returns the summary line to print.
     pub fn write_summary_and_curves(&self) -> Result<String> {
-        self.draw_curves()?;
+        self.draw_curves();
         let mut summary = Summary::from_report(self);
         summary.mlflow = self.finish_tracking();
         summary.write(&self.run_dir.join(folder::SUMMARY))?;
@@ -60,15 +60,19 @@ impl RunReport {
         Some(self.tracker.as_ref()?.finish(status, files))
     }
 
-    fn draw_curves(&self) -> Result<()> {
-        if !self.history.is_empty() {
-            let curve = crate::plot::Curve {
-                label: self.run_dir.display().to_string(),
-                history: self.history.clone(),
-            };
-            let title = format!("{} ({})", self.config.name(), self.run_dir.display());
-            crate::plot::draw(&[curve], &title, &self.run_dir.join(folder::CURVES))?;
+    /// `curves.png`, which a run can do without: where it cannot be drawn, one warning.
+    fn draw_curves(&self) {
+        if self.history.is_empty() {
+            return;
         }
-        Ok(())
+        let curve = crate::plot::Curve {
+            label: self.run_dir.display().to_string(),
+            history: self.history.clone(),
+        };
+        let title = format!("{} ({})", self.config.name(), self.run_dir.display());
+        let path = self.run_dir.join(folder::CURVES);
+        if let Err(e) = crate::plot::draw(&[curve], &title, &path) {
+            crate::console::warn_once("curves", &format!("{e}; the run goes on without it"));
+        }
     }
 }

@@ -3,9 +3,11 @@
 
 use crate::error::{EmberError, Result};
 use crate::fs::write_atomic;
+use crate::run::folder;
 use crate::run::history::EpochRecord;
 use crate::run::report::RunReport;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -65,6 +67,10 @@ pub struct Summary {
     /// crate's (`device::simd::numerics_key`). Absent from summaries written before it.
     #[serde(default)]
     pub cpu_numerics: Option<String>,
+    /// The SHA-256 of each model file the run wrote, by name, so that a file damaged on disk
+    /// is never loaded (`verify_model_file`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, String>,
     pub ember_version: String,
     pub burn_version: String,
     pub git_commit: Option<String>,
@@ -78,6 +84,10 @@ impl Summary {
             None => ("complete", None),
             Some(e @ EmberError::Diverged(_)) => ("diverged", Some(e.to_string())),
             Some(e @ EmberError::Interrupted(_)) => ("interrupted", Some(e.to_string())),
+            // Stopped by the machine (a full disk, a failing write): `--resume` goes on.
+            Some(e @ (EmberError::DiskFull(_) | EmberError::Runtime(_))) => {
+                ("stopped", Some(e.to_string()))
+            }
             Some(e) => ("failed", Some(e.to_string())),
         };
         // A fold from +0.0: `sum()` of no epochs is -0.0, printed as "-0.0 s".
@@ -121,6 +131,7 @@ impl Summary {
             host_reads: r.host_reads,
             mlflow: None,
             cpu_numerics: Some(crate::device::simd::numerics_key()),
+            files: model_hashes(&r.run_dir),
             ember_version: env!("CARGO_PKG_VERSION").to_string(),
             burn_version: crate::BURN_VERSION.to_string(),
             git_commit: option_env!("EMBER_GIT_COMMIT").map(str::to_string),
@@ -186,6 +197,47 @@ fn best(h: &[EpochRecord]) -> Option<Best> {
         valid_accuracy: by_acc.map(|(_, a)| a),
         valid_accuracy_epoch: by_acc.map(|(e, _)| e),
     })
+}
+
+/// The model files eval and predict load.
+const MODEL_FILES: [&str; 4] = [
+    folder::MODEL_BURN,
+    folder::MODEL_SAFETENSORS,
+    folder::MODEL_BEST_BURN,
+    folder::MODEL_BEST_SAFETENSORS,
+];
+
+/// The SHA-256 of each model file in `run_dir`.
+fn model_hashes(run_dir: &Path) -> BTreeMap<String, String> {
+    (MODEL_FILES.iter())
+        .filter_map(|name| {
+            let bytes = std::fs::read(run_dir.join(name)).ok()?;
+            Some((name.to_string(), crate::fs::sha256_hex(&bytes)))
+        })
+        .collect()
+}
+
+/// Fails where the `summary.json` beside a model file records another SHA-256 for it than its
+/// bytes have now: the file was damaged (or replaced) after the run wrote it.
+pub fn verify_model_file(path: &Path) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let Ok(summary) = Summary::read(&dir.join(folder::SUMMARY)) else {
+        return Ok(());
+    };
+    let Some(recorded) = name.and_then(|n| summary.files.get(&n).cloned()) else {
+        return Ok(());
+    };
+    if crate::fs::sha256_hex(&crate::fs::read_file(path)?) != recorded {
+        return Err(EmberError::file(
+            path,
+            format!(
+                "damaged model file: its SHA-256 is not the one {} recorded when the run wrote it",
+                folder::SUMMARY
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -42,7 +42,8 @@ pub enum TrialState {
     Lost,
     /// Another process holds its run lock.
     Busy,
-    /// Ended: complete, diverged or failed, as its summary says.
+    /// Ended: complete, diverged or failed, as its summary says (a trial the machine stopped,
+    /// or Ctrl-C, has not ended: it goes on from its checkpoint).
     Ended(Box<Summary>),
 }
 
@@ -174,7 +175,7 @@ impl SweepDir {
     pub fn state_from(&self, index: usize, summary: Option<Summary>) -> TrialState {
         let dir = self.trial(index);
         if let Some(s) = summary
-            && s.status != "interrupted"
+            && !matches!(s.status.as_str(), "interrupted" | "stopped")
         {
             return TrialState::Ended(Box::new(s));
         }

@@ -99,12 +99,21 @@ pub fn report(path: &Path, metric: Option<RankBy>) -> Result<String> {
     };
     let json = serde_json::to_vec_pretty(&report).expect("a report serialises");
     crate::fs::write_atomic(&dir.file(REPORT_JSON), &json)?;
-    super::chart::draw(&dir, &plan, &report, &dir.file(REPORT_PNG))?;
+    // The chart is not essential: where it cannot be drawn, one warning, and the table stands.
+    let chart = match super::chart::draw(&dir, &plan, &report, &dir.file(REPORT_PNG)) {
+        Ok(()) => format!(", {}", dir.file(REPORT_PNG).display()),
+        Err(e) => {
+            crate::console::warn_once(
+                "sweep chart",
+                &format!("{e}; the report goes on without it"),
+            );
+            String::new()
+        }
+    };
     Ok(format!(
-        "{}\n-> {}, {}",
+        "{}\n-> {}{chart}",
         report.table(),
         dir.file(REPORT_JSON).display(),
-        dir.file(REPORT_PNG).display()
     ))
 }
 

@@ -79,8 +79,8 @@ impl EventWriter {
             COUNT.fetch_add(1, Ordering::Relaxed)
         );
         let path = dir.join(file_name(&files(dir), now() as u64, &tail));
-        let file = std::fs::File::create(&path)
-            .map_err(|e| EmberError::write(&path, crate::fs::describe_io(&e)))?;
+        let file =
+            std::fs::File::create(&path).map_err(|e| crate::fs::write_error(&path, &e, 0))?;
         let mut writer = EventWriter {
             path,
             file: std::io::BufWriter::new(file),
@@ -98,7 +98,7 @@ impl EventWriter {
         let bytes = tfrecord::frame(&event.encode_to_vec());
         self.file
             .write_all(&bytes)
-            .map_err(|e| EmberError::write(&self.path, crate::fs::describe_io(&e)))
+            .map_err(|e| crate::fs::write_error(&self.path, &e, bytes.len() as u64))
     }
 
     /// Appends `record`'s scalars at its epoch.
@@ -122,7 +122,7 @@ impl EventWriter {
     pub fn flush(&mut self) -> Result<()> {
         self.file
             .flush()
-            .map_err(|e| EmberError::write(&self.path, crate::fs::describe_io(&e)))
+            .map_err(|e| crate::fs::write_error(&self.path, &e, 0))
     }
 }
 

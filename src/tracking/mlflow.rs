@@ -15,10 +15,10 @@ use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A connection's and a small request's time limit.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// An artifact upload's time limit.
-const UPLOAD_TIMEOUT: Duration = Duration::from_secs(60);
+/// A connection's and a small request's time limit, and how long an upload may stall: a
+/// server that accepts connections and never answers holds a run up by this much at most (the
+/// first failure ends tracking).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the end of a run waits for the last requests.
 const FINISH_WAIT: Duration = Duration::from_secs(180);
 /// MLflow's limit on params per `log-batch`.
@@ -134,9 +134,12 @@ struct Client {
 
 impl Client {
     fn new(uri: &str) -> Client {
+        // No overall limit for an upload (a large model on a slow link takes its time), but
+        // no read or write may wait longer than a small request may take.
         let agent = ureq::AgentBuilder::new()
             .timeout_connect(REQUEST_TIMEOUT)
-            .timeout(UPLOAD_TIMEOUT)
+            .timeout_read(REQUEST_TIMEOUT)
+            .timeout_write(REQUEST_TIMEOUT)
             .build();
         Client {
             base: uri.trim_end_matches('/').to_string(),

@@ -7,13 +7,12 @@
 //! Loading starts from the newest manifest and verifies every part before decoding it.
 
 use crate::error::{EmberError, Result};
-use crate::fs::write_atomic;
+use crate::fs::{sha256_hex, write_atomic};
 use crate::run::history::EpochRecord;
 use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Record, Recorder};
 use burn::tensor::backend::Backend;
 use burn::train::checkpoint::{Checkpointer, CheckpointerError};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -69,20 +68,38 @@ pub struct Manifest {
     pub history: Vec<EpochRecord>,
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// What the parts of each epoch have reported, and the manifest data the strategy left for them.
 #[derive(Default)]
 struct Pending {
     parts: BTreeMap<usize, BTreeMap<String, PartFile>>,
     extra: BTreeMap<usize, (String, Vec<EpochRecord>)>,
     committed: Option<usize>,
-    failure: Option<String>,
+    /// The bytes of the last committed checkpoint, parts and manifest.
+    committed_bytes: Option<u64>,
+    failure: Option<Failure>,
+}
+
+/// A failed checkpoint write, kept as its kind and message (an `EmberError` is not `Clone`).
+#[derive(Clone)]
+struct Failure {
+    disk_full: bool,
+    message: String,
+}
+
+impl Failure {
+    fn of(e: &EmberError) -> Self {
+        Failure {
+            disk_full: matches!(e, EmberError::DiskFull(_)),
+            message: e.to_string(),
+        }
+    }
+
+    fn error(&self) -> EmberError {
+        match self.disk_full {
+            true => EmberError::DiskFull(self.message.clone()),
+            false => EmberError::Runtime(self.message.clone()),
+        }
+    }
 }
 
 /// Shared by the three part checkpointers and the training strategy: collects the parts of each
@@ -125,13 +142,28 @@ impl CheckpointDir {
         let mut p = lock.lock().expect("checkpoint state lock");
         loop {
             if let Some(f) = &p.failure {
-                return Err(EmberError::Runtime(f.clone()));
+                return Err(f.error());
             }
             if p.committed.is_some_and(|c| c >= epoch) {
                 return Ok(());
             }
             p = cvar.wait(p).expect("checkpoint state lock");
         }
+    }
+
+    /// The first checkpoint write that failed in this process, if one did.
+    pub fn failure(&self) -> Option<EmberError> {
+        let p = self.state.0.lock().expect("checkpoint state lock");
+        p.failure.as_ref().map(Failure::error)
+    }
+
+    /// The bytes of the last checkpoint committed in this process.
+    pub fn committed_bytes(&self) -> Option<u64> {
+        self.state
+            .0
+            .lock()
+            .expect("checkpoint state lock")
+            .committed_bytes
     }
 
     /// The last epoch whose checkpoint is complete, in this process.
@@ -158,25 +190,28 @@ impl CheckpointDir {
                 history,
             };
             let result = self.commit(&manifest);
-            if let Err(e) = &result {
-                p.failure = Some(e.to_string());
-            } else {
-                p.committed = Some(epoch);
+            match &result {
+                Err(e) => p.failure = Some(Failure::of(e)),
+                Ok(bytes) => (p.committed, p.committed_bytes) = (Some(epoch), Some(*bytes)),
             }
             cvar.notify_all();
-            return result;
+            return result.map(|_| ());
         }
         Ok(())
     }
 
-    fn fail(&self, message: String) {
+    /// Records the first failed write; later ones (the other parts of the same checkpoint)
+    /// add nothing.
+    fn fail(&self, e: &EmberError) {
         let (lock, cvar) = &*self.state;
-        lock.lock().expect("checkpoint state lock").failure = Some(message);
+        let mut p = lock.lock().expect("checkpoint state lock");
+        p.failure.get_or_insert_with(|| Failure::of(e));
         cvar.notify_all();
     }
 
     /// Writes the manifest, then removes every older epoch: there is always one complete epoch.
-    fn commit(&self, manifest: &Manifest) -> Result<()> {
+    /// Returns the checkpoint's bytes, parts and manifest.
+    fn commit(&self, manifest: &Manifest) -> Result<u64> {
         let path = self.dir.join(manifest_file(manifest.epoch));
         let text = serde_json::to_vec_pretty(manifest).expect("a manifest always serialises");
         write_atomic(&path, &text)?;
@@ -186,7 +221,29 @@ impl CheckpointDir {
         {
             remove_epoch(&self.dir, old);
         }
-        Ok(())
+        let parts: u64 = manifest.parts.values().map(|p| p.bytes).sum();
+        Ok(parts + text.len() as u64)
+    }
+}
+
+/// Removes what no complete checkpoint in `dir` refers to: temporary files of writes a kill
+/// or a failure cut short, and the parts of epochs whose manifest was never written. Called
+/// by the one process that holds the run's lock, before it writes checkpoints of its own.
+pub fn remove_leftovers(dir: &Path) {
+    let kept: Vec<String> = list_epochs(dir)
+        .into_iter()
+        .filter_map(|e| read_manifest(dir, e).ok())
+        .flat_map(|m| m.parts.into_values().map(|p| p.file))
+        .collect();
+    let names = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    for name in names.map(|e| e.file_name().to_string_lossy().into_owned()) {
+        let temporary = name.starts_with('.') && name.contains(".tmp-");
+        let part = Part::ALL
+            .iter()
+            .any(|p| name.starts_with(&format!("{}-", p.name())) && name.ends_with(".mpk"));
+        if temporary || (part && !kept.contains(&name)) {
+            std::fs::remove_file(dir.join(&name)).ok();
+        }
     }
 }
 
@@ -244,7 +301,7 @@ impl<R: Record<B>, B: Backend> Checkpointer<R, B> for PartCheckpointer {
             )
         })();
         result.map_err(|e| {
-            self.dir.fail(e.to_string());
+            self.dir.fail(&e);
             CheckpointerError::Unknown(e.to_string())
         })
     }
@@ -285,6 +342,33 @@ pub fn latest(dir: &Path) -> Result<Manifest> {
     read_manifest(dir, epoch)
 }
 
+/// The newest checkpoint in `dir` whose manifest reads and whose parts match it byte for byte,
+/// with a note for each newer one passed over (a disk that lost or flipped its bytes); `None`
+/// where `dir` holds no checkpoint. Where every checkpoint is damaged, the newest one's error,
+/// which names the file.
+pub fn latest_intact(dir: &Path) -> Result<Option<(Manifest, Vec<String>)>> {
+    let mut notes = Vec::new();
+    let mut first_error = None;
+    for epoch in list_epochs(dir).into_iter().rev() {
+        match read_manifest(dir, epoch).and_then(|m| verify_parts(dir, &m).map(|()| m)) {
+            Ok(m) => return Ok(Some((m, notes))),
+            Err(e) => {
+                notes.push(format!("passed over the checkpoint of epoch {epoch}: {e}"));
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(None), Err)
+}
+
+/// Checks that each part of `manifest` has the size and sha256 it records.
+fn verify_parts(dir: &Path, manifest: &Manifest) -> Result<()> {
+    for part in Part::ALL {
+        part_bytes(dir, manifest, part)?;
+    }
+    Ok(())
+}
+
 /// Restores `learner`'s model, optimizer and schedule from the checkpoint `manifest` in
 /// `dir`, onto `device` (Burn 0.21's own checkpoint loading would put them on the default one).
 pub fn restore<LC: burn::train::LearningComponentsTypes>(
@@ -311,6 +395,14 @@ pub fn load_part<R: Record<B>, B: Backend>(
     part: Part,
     device: &B::Device,
 ) -> Result<R> {
+    let bytes = part_bytes(dir, manifest, part)?;
+    let path = dir.join(part.file(manifest.epoch));
+    Recorder::<B>::load(&Bytes::default(), bytes, device)
+        .map_err(|e| EmberError::file(&path, format!("cannot decode the checkpoint ({e})")))
+}
+
+/// One part's bytes, checked against the size and sha256 its manifest records.
+fn part_bytes(dir: &Path, manifest: &Manifest, part: Part) -> Result<Vec<u8>> {
     let part = part.name();
     let entry = manifest.parts.get(part).ok_or_else(|| {
         EmberError::Input(format!(
@@ -332,6 +424,5 @@ pub fn load_part<R: Record<B>, B: Backend>(
             ),
         ));
     }
-    Recorder::<B>::load(&Bytes::default(), bytes, device)
-        .map_err(|e| EmberError::file(&path, format!("cannot decode the checkpoint ({e})")))
+    Ok(bytes)
 }

@@ -20,7 +20,7 @@ use crate::input_err;
 use crate::model::{EmberModel, TrainableModel, WithModel};
 use crate::optim::{Chosen, WithOptimizer};
 use crate::run::folder::{self, RunDir};
-use crate::run::history::EpochRecord;
+use crate::run::history::{EpochRecord, History};
 use burn::optim::Optimizer;
 use burn::train::{Learner, LearningComponentsMarker, SupervisedTraining, TrainingStrategy};
 use std::path::PathBuf;
@@ -130,6 +130,8 @@ struct OpenRun {
     run: RunDir,
     resume_epoch: Option<usize>,
     history: Vec<EpochRecord>,
+    /// Its training has ended, but not its final files: they are written from the checkpoint.
+    finishing: bool,
 }
 
 impl TrainTask<'_> {
@@ -146,6 +148,9 @@ impl TrainTask<'_> {
         let open = self.open_run(&mut learner, params, &device)?;
         self.console
             .line(&format!("artifacts: {}", open.run.path.display()));
+        if open.finishing {
+            return self.finish_run::<B, M, O>(&learner, &open, params);
+        }
         let epoch_cell = EpochCell::default();
         let (train, valid) = self.loaders::<B, M>(&epoch_cell, &device)?;
         let steps_per_epoch = train.batches_per_epoch();
@@ -157,7 +162,33 @@ impl TrainTask<'_> {
         let result = training.launch(learner);
         self.console.finish();
         if self.log.lock().expect("run log lock").failure.is_none() {
-            self.save_final_model::<B, M::Inference>(&result.model, &open.run)?;
+            self.save_final_model::<B, M::Inference>(&result.model, &open.run);
+        }
+        Ok(Trained {
+            run_dir: open.run.path.clone(),
+            params,
+        })
+    }
+
+    /// A run whose training ended without its final files (the disk filled, a kill): the
+    /// model files from its last checkpoint, its `metrics.csv` from the checkpoint's records.
+    fn finish_run<B, M, O>(
+        &self,
+        learner: &LearnerOf<B, M, O>,
+        open: &OpenRun,
+        params: usize,
+    ) -> Result<Trained>
+    where
+        B: TrainBackend,
+        M: TrainableModel<B>,
+        O: Optimizer<M, B> + 'static,
+    {
+        let records = open.history.clone();
+        self.log.lock().expect("run log lock").history = records.clone();
+        let metrics = History::new(open.run.file(folder::METRICS), records).write_all();
+        match metrics {
+            Ok(()) => self.save_final_model::<B, M::Inference>(&learner.model().valid(), &open.run),
+            Err(e) => self.log.lock().expect("run log lock").failure = Some(e),
         }
         Ok(Trained {
             run_dir: open.run.path.clone(),
@@ -210,28 +241,55 @@ impl TrainTask<'_> {
                 run,
                 resume_epoch: None,
                 history: Vec::new(),
+                finishing: false,
             });
         };
         let run = RunDir::open(dir, needed)?;
         let ckpt_dir = run.file(folder::CHECKPOINTS);
-        let manifest = checkpoint::latest(&ckpt_dir)?;
-        self.check_resumable(&run, &manifest)?;
+        let Some((manifest, notes)) = checkpoint::latest_intact(&ckpt_dir)? else {
+            self.console.line(&format!(
+                "note: {} holds no complete checkpoint; training it again from epoch 1 with its {}",
+                dir.display(),
+                folder::CONFIG
+            ));
+            return Ok(OpenRun {
+                run,
+                resume_epoch: None,
+                history: Vec::new(),
+                finishing: false,
+            });
+        };
+        notes
+            .iter()
+            .for_each(|n| self.console.line(&format!("note: {n}")));
+        checkpoint::remove_leftovers(&ckpt_dir);
+        let finishing = self.check_resumable(&run, &manifest)?;
         checkpoint::restore(learner, &ckpt_dir, &manifest, device)?;
-        self.console.line(&format!(
-            "resuming {} after epoch {}/{}",
-            dir.display(),
-            manifest.epoch,
-            self.config.epochs
-        ));
+        self.console.line(&match finishing {
+            true => format!(
+                "finishing {}: training ended after epoch {}; writing its final files",
+                dir.display(),
+                manifest.epoch
+            ),
+            false => format!(
+                "resuming {} after epoch {}/{}",
+                dir.display(),
+                manifest.epoch,
+                self.config.epochs
+            ),
+        });
         Ok(OpenRun {
             run,
             resume_epoch: Some(manifest.epoch),
             history: manifest.history,
+            finishing,
         })
     }
 
-    /// A checkpoint resumes only under the config it was made with, and only with epochs left.
-    fn check_resumable(&self, run: &RunDir, manifest: &checkpoint::Manifest) -> Result<()> {
+    /// A checkpoint resumes only under the config it was made with, and only with epochs left,
+    /// or, where training has ended, to write final files that are missing: returns whether
+    /// that is what is left to do.
+    fn check_resumable(&self, run: &RunDir, manifest: &checkpoint::Manifest) -> Result<bool> {
         if manifest.config_hash != self.config.hash() {
             return Err(input_err!(
                 "{}: the checkpoint was made with another config than {}",
@@ -239,8 +297,18 @@ impl TrainTask<'_> {
                 run.file(folder::CONFIG).display()
             ));
         }
-        if let Some(rule) = &self.config.early_stopping
-            && super::early_stop::decide(&manifest.history, rule).is_some_and(|d| d.stop)
+        let stopped_early = (self.config.early_stopping.as_ref())
+            .and_then(|rule| super::early_stop::decide(&manifest.history, rule))
+            .is_some_and(|d| d.stop);
+        let ended = stopped_early || manifest.epoch >= self.config.epochs;
+        if ended && !final_files_written(run) {
+            return Ok(true);
+        }
+        if let Some(rule) = self
+            .config
+            .early_stopping
+            .as_ref()
+            .filter(|_| stopped_early)
         {
             return Err(input_err!(
                 "{}: early stopping ended this run after epoch {} ({} epochs without an improvement); its best model is {}",
@@ -258,7 +326,7 @@ impl TrainTask<'_> {
                 manifest.epoch
             ));
         }
-        Ok(())
+        Ok(false)
     }
 
     /// The training and validation splits, uploaded once. Validation never shuffles nor drops
@@ -397,8 +465,19 @@ impl TrainTask<'_> {
     }
 
     /// `model.mpk` (Burn's record) and `model.safetensors` (PyTorch's layout and names), and
-    /// with `--export onnx`, `model.onnx`.
+    /// with `--export onnx`, `model.onnx`. A failure is the run's: its checkpoint stays, and
+    /// `--resume` writes the files again.
     fn save_final_model<B: TrainBackend, M: EmberModel<B::Inference>>(
+        &self,
+        model: &M,
+        run: &RunDir,
+    ) {
+        if let Err(e) = self.write_final_files::<B, M>(model, run) {
+            self.log.lock().expect("run log lock").failure = Some(e);
+        }
+    }
+
+    fn write_final_files<B: TrainBackend, M: EmberModel<B::Inference>>(
         &self,
         model: &M,
         run: &RunDir,
@@ -418,4 +497,12 @@ impl TrainTask<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether a run's final files are all written: its model files, and a summary that says it
+/// completed (a run stopped while writing them says otherwise, or has none).
+fn final_files_written(run: &RunDir) -> bool {
+    let models = [folder::MODEL_BURN, folder::MODEL_SAFETENSORS];
+    let summary = crate::run::summary::Summary::read(&run.file(folder::SUMMARY));
+    models.iter().all(|f| run.file(f).is_file()) && summary.is_ok_and(|s| s.status == "complete")
 }

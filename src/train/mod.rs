@@ -101,6 +101,7 @@ pub fn run<D: Backends>(
     console: &Console,
 ) -> Result<RunReport> {
     let started = Instant::now();
+    let args = &never_started_is_new(config_path, args, console);
     let mut config = resolve_config(config_path, args, console)?;
     let device = device::choose(args.device)?;
     console.line(&format!(
@@ -122,6 +123,7 @@ pub fn run<D: Backends>(
     };
     let trained = D::dispatch(device, task)?;
     let log = std::mem::take(&mut *log.lock().expect("run log lock"));
+    let failure = (log.failure).map(|e| with_next_step(e, &trained.run_dir, config.epochs));
     Ok(RunReport {
         run_dir: trained.run_dir,
         config,
@@ -129,13 +131,34 @@ pub fn run<D: Backends>(
         adapter: device::hardware(device),
         history: log.history,
         wall_seconds: started.elapsed().as_secs_f64(),
-        failure: log.failure,
+        failure,
         data_source: data.source.clone(),
         rows_without_label: data.dropped_labels,
         params: trained.params,
         host_reads: device::host_read::count(),
         tracker,
     })
+}
+
+/// `ember train JOB --resume DIR` where DIR holds no run (it was killed before it wrote its
+/// config, or never started): a new run of JOB there, as with `--out DIR`.
+fn never_started_is_new(
+    config_path: Option<&Path>,
+    args: &TrainArgs,
+    console: &Console,
+) -> TrainArgs {
+    let mut args = args.clone();
+    if let (Some(dir), Some(job)) = (&args.resume, config_path)
+        && !dir.join(folder::CONFIG).exists()
+    {
+        console.line(&format!(
+            "note: {} holds no run yet; starting one of {} there",
+            dir.display(),
+            job.display()
+        ));
+        args.out = args.resume.take();
+    }
+    args
 }
 
 /// The MLflow run of this training run, when a tracking server is named.
@@ -184,7 +207,11 @@ fn resolve_config(
 /// A resumed run trains under its own `config.toml`; a job file given beside `--resume` that
 /// differs (other than in `epochs`) gets a note.
 fn resumed_config(dir: &Path, given: Option<&Path>, console: &Console) -> Result<JobConfig> {
-    let saved = crate::config::load(&dir.join(folder::CONFIG))?;
+    let path = dir.join(folder::CONFIG);
+    if !path.is_file() {
+        return Err(folder::no_run(dir));
+    }
+    let saved = crate::config::load(&path)?;
     if let Some(path) = given {
         let given = crate::config::load(path)?;
         if given.with_data_of(&saved) != saved {
@@ -195,6 +222,36 @@ fn resumed_config(dir: &Path, given: Option<&Path>, console: &Console) -> Result
         }
     }
     Ok(saved)
+}
+
+/// What to run next after a failure that stopped a run with its folder intact (a full disk, a
+/// failing write): where its checkpoints stand, and the `--resume` that goes on from there.
+pub fn with_next_step(
+    e: crate::error::EmberError,
+    run_dir: &Path,
+    epochs: usize,
+) -> crate::error::EmberError {
+    use crate::error::EmberError;
+    let disk_full = matches!(e, EmberError::DiskFull(_));
+    if !(disk_full || matches!(e, EmberError::Runtime(_)))
+        || !run_dir.join(folder::CONFIG).is_file()
+    {
+        return e;
+    }
+    let state = match checkpoint::list_epochs(&run_dir.join(folder::CHECKPOINTS)).pop() {
+        Some(n) if n >= epochs => format!("training is done (checkpoint of epoch {n})"),
+        Some(n) => format!("the last complete checkpoint is epoch {n}"),
+        None => "no checkpoint was written yet".to_string(),
+    };
+    let first = if disk_full {
+        "free some space, then"
+    } else {
+        "then"
+    };
+    e.and_then_say(&format!(
+        "{state}; {first} run: ember train --resume {}",
+        run_dir.display()
+    ))
 }
 
 /// `--epochs`, `--seed`, `--max-train-rows` and `--max-valid-rows`; a resumed run may only

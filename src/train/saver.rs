@@ -2,7 +2,8 @@
 //! the Learner's three parts, writing through ember's atomic checkpoint folder, at most every
 //! `every` (and whenever asked: the last epoch, an early stop, a Ctrl-C).
 
-use crate::error::Result;
+use crate::error::{EmberError, Result};
+use crate::fs::human_bytes;
 use crate::run::history::EpochRecord;
 use crate::train::checkpoint::{CheckpointDir, Part};
 use crate::train::strategy::EveryEpoch;
@@ -21,18 +22,36 @@ pub(crate) struct Saver<LC: LearningComponentsTypes> {
     writer: Option<LearningCheckpointer<LC>>,
     last_saved: Option<usize>,
     last_time: Instant,
+    /// A checkpoint's bytes before the first is written (then the last one's are used).
+    estimate: u64,
+}
+
+/// Whether the disk can take the next checkpoints.
+#[derive(Debug, PartialEq, Eq)]
+enum Room {
+    Plenty,
+    /// Room for one checkpoint, not for three: write one now, while it fits.
+    Short,
+    /// Not even for one (this many bytes free).
+    None(u64),
 }
 
 impl<LC: LearningComponentsTypes> Saver<LC> {
     /// A saver into `checkpoints`. A failed write stops training through the interrupter
     /// instead of panicking in Burn's writer thread; the failure itself is reported by
     /// [`Saver::save`] or [`Saver::finish`].
+    ///
+    /// Until the first checkpoint is written, its size is estimated from `learner`'s model (the
+    /// weights and two moments of Adam, in f32), for the check of the disk's room.
     pub fn new(
         checkpoints: &CheckpointDir,
         config_hash: String,
         (every, wait): (Duration, bool),
         interrupter: &Interrupter,
+        learner: &Learner<LC>,
     ) -> Self {
+        use burn::module::Module;
+        let estimate = 12 * learner.model().num_params() as u64 + (64 << 10);
         let writer = LearningCheckpointer::<LC>::new(
             AsyncCheckpointer::new(checkpoints.part(Part::Model))
                 .with_interrupter(interrupter.clone()),
@@ -50,6 +69,26 @@ impl<LC: LearningComponentsTypes> Saver<LC> {
             writer: Some(writer),
             last_saved: None,
             last_time: Instant::now(),
+            estimate,
+        }
+    }
+
+    /// A checkpoint's bytes: the last one's, or the estimate.
+    fn checkpoint_bytes(&self) -> u64 {
+        self.checkpoints.committed_bytes().unwrap_or(self.estimate)
+    }
+
+    /// The disk's room for the next checkpoints. The old checkpoint stays until the new one is
+    /// complete, so a checkpoint needs its own size free.
+    fn room(&self) -> Room {
+        let Ok(free) = fs4::available_space(self.checkpoints.path()) else {
+            return Room::Plenty;
+        };
+        let bytes = self.checkpoint_bytes() + (1 << 20);
+        match free {
+            f if f < bytes => Room::None(f),
+            f if f < 3 * bytes => Room::Short,
+            _ => Room::Plenty,
         }
     }
 
@@ -58,7 +97,9 @@ impl<LC: LearningComponentsTypes> Saver<LC> {
         self.writer.is_some() && (now || self.last_time.elapsed() >= self.every)
     }
 
-    /// Checkpoints `epoch` when one is due, and always when `now`.
+    /// Checkpoints `epoch` when one is due, and always when `now`; at once, due or not, when
+    /// the disk has room for one checkpoint but not for three. A checkpoint that will not fit
+    /// stops training with [`EmberError::DiskFull`], the last one left in place.
     pub fn save(
         &mut self,
         epoch: usize,
@@ -67,10 +108,19 @@ impl<LC: LearningComponentsTypes> Saver<LC> {
         store: &EventStoreClient,
         history: &[EpochRecord],
     ) -> Result<()> {
-        let due = self.due(now);
+        let room = self.room();
+        let due = self.due(now) || (self.writer.is_some() && room == Room::Short);
         let Some(writer) = self.writer.as_mut().filter(|_| due) else {
             return Ok(());
         };
+        if let Room::None(free) = room {
+            return Err(EmberError::DiskFull(format!(
+                "disk full: the checkpoint of epoch {epoch} needs about {} in {}, {} free",
+                human_bytes(self.checkpoint_bytes()),
+                self.checkpoints.path().display(),
+                human_bytes(free)
+            )));
+        }
         self.checkpoints
             .prepare(epoch, self.config_hash.clone(), history.to_vec());
         writer.checkpoint(learner, epoch, store);

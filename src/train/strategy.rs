@@ -320,6 +320,10 @@ where
             &components.interrupter,
         )?;
         if components.interrupter.should_stop() {
+            // A checkpoint write that failed stopped training: its own error says why.
+            if let Some(e) = self.checkpoints.failure() {
+                return Err(e);
+            }
             let why = components
                 .interrupter
                 .get_message()
@@ -441,6 +445,7 @@ where
             self.config_hash.clone(),
             (self.checkpoint_every, self.wait_for_checkpoints),
             &components.interrupter,
+            &learner,
         );
         let mut parts = Components {
             train,
@@ -455,12 +460,10 @@ where
         let mut history = History::new(self.run_dir.join(folder::METRICS), records)
             .in_target_units(self.target_std)
             .tracked_by(self.tracker.clone());
-        let events = match self.tensorboard {
-            true => history.write_events(&self.run_dir),
-            false => Ok(()),
-        };
-        // A run that cannot write its event file trains no epoch.
-        let mut stop = events.err().map(|e| self.fail(e)).is_some();
+        if self.tensorboard {
+            history.write_events(&self.run_dir);
+        }
+        let mut stop = false;
         for epoch in starting_epoch..=parts.epochs {
             if stop {
                 break;

@@ -307,3 +307,101 @@ pub fn test_python(modules: &[&str], what: &str) -> Option<String> {
     );
     Some(python)
 }
+
+/// A small tmpfs mounted for one test, unmounted when dropped: a disk that can be filled.
+pub struct Tmpfs {
+    pub path: PathBuf,
+}
+
+impl Tmpfs {
+    /// A tmpfs of `megabytes` at `dir/disk`. Mounting needs root: where it fails, `None` and
+    /// a skip line, but under `CI=true` (which runs as root) a failure.
+    pub fn mount(dir: &Path, megabytes: usize) -> Option<Tmpfs> {
+        let path = dir.join("disk");
+        std::fs::create_dir_all(&path).unwrap();
+        let size = format!("size={megabytes}m");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &size, "tmpfs", path_str(&path)])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            cannot_run(
+                &format!("a full-disk test in {}", dir.display()),
+                "cannot mount a small tmpfs here (needs root and mount rights)",
+            );
+            return None;
+        }
+        Some(Tmpfs { path })
+    }
+
+    /// Bytes free on the file system.
+    pub fn free(&self) -> u64 {
+        let out = Command::new("stat")
+            .args(["-f", "-c", "%a %S", path_str(&self.path)])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut it = text.split_whitespace().map(|w| w.parse::<u64>().unwrap());
+        it.next().unwrap() * it.next().unwrap()
+    }
+
+    /// Fills the file system until at most `leave` bytes are free (`0`: full), with a file
+    /// of its own that [`Tmpfs::release`] removes.
+    pub fn fill(&self, leave: u64) {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path.join("filler"))
+            .unwrap();
+        let chunk = vec![0x5au8; 64 * 1024];
+        loop {
+            let free = self.free();
+            if free <= leave {
+                break;
+            }
+            let n = (free - leave).min(chunk.len() as u64) as usize;
+            if file.write_all(&chunk[..n]).is_err() {
+                break;
+            }
+        }
+        file.sync_all().ok();
+    }
+
+    /// Removes the filler: the space it held is free again.
+    pub fn release(&self) {
+        std::fs::remove_file(self.path.join("filler")).ok();
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        Command::new("umount")
+            .arg(&self.path)
+            .stderr(Stdio::null())
+            .status()
+            .ok();
+    }
+}
+
+/// Asserts that ember failed with `code` and one `error:` line containing each of `needles`,
+/// warnings aside, and no panic.
+pub fn failed_with(o: &Output, code: i32, needles: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "stderr:\n{err}\nstdout:\n{}",
+        stdout(o)
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let lines: Vec<&str> = (err.lines())
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("warning: "))
+        .collect();
+    assert_eq!(lines.len(), 1, "expected one line, got:\n{err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    for needle in needles {
+        assert!(lines[0].contains(needle), "{needle:?} not in {err}");
+    }
+}
