@@ -72,7 +72,7 @@ impl RunReport {
         let title = format!("{} ({})", self.config.name(), self.run_dir.display());
         let path = self.run_dir.join(folder::CURVES);
         if let Err(e) = crate::plot::draw(&[curve], &title, &path) {
-            crate::console::warn_once("curves", &format!("{e}; the run goes on without it"));
+            crate::console::warn_once("curves", &format!("{e}; the chart is skipped"));
         }
     }
 }

@@ -79,14 +79,18 @@ impl<LC: LearningComponentsTypes> Saver<LC> {
     }
 
     /// The disk's room for the next checkpoints. The old checkpoint stays until the new one is
-    /// complete, so a checkpoint needs its own size free.
+    /// complete, so a checkpoint needs its own size free. Before the first, whose size is only
+    /// estimated (as if for Adam), a checkpoint that may not fit is tried at once: where it
+    /// fails, the disk's own error stops the run just the same.
     fn room(&self) -> Room {
         let Ok(free) = fs4::available_space(self.checkpoints.path()) else {
             return Room::Plenty;
         };
-        let bytes = self.checkpoint_bytes() + (1 << 20);
+        // A little over the last checkpoint's size: a manifest's history grows by an epoch.
+        let bytes = self.checkpoint_bytes() + (64 << 10);
+        let known = self.checkpoints.committed_bytes().is_some();
         match free {
-            f if f < bytes => Room::None(f),
+            f if f < bytes && known => Room::None(f),
             f if f < 3 * bytes => Room::Short,
             _ => Room::Plenty,
         }
