@@ -9,6 +9,7 @@ use crate::config::JobConfig;
 use crate::console::{Console, Verbosity};
 use crate::data::loader::{EpochCell, LoaderBuilder};
 use crate::data::{self, HostData};
+use crate::device::launches::{Meter, StepCost};
 use crate::device::{self, Backends, Device, DeviceRequest, OnBackend, TrainBackend};
 use crate::error::Result;
 use crate::model::{StepTotals, TrainableModel};
@@ -49,6 +50,44 @@ pub struct BenchReport {
     /// The run's final validation loss and accuracy, so a speed comes with its accuracy.
     pub final_valid_loss: f64,
     pub final_valid_accuracy: Option<f64>,
+    /// What a bare-loop step costs (medians over the epochs after the first).
+    pub step: StepReport,
+    /// Kernel launches per step through the Learner, where they are counted.
+    pub learner_launches_per_step: Option<f64>,
+}
+
+/// What one training step costs, beyond its time: kernel launches on a GPU device (with
+/// `--launches`), and CPU time on the host's threads and the device's server threads
+/// (`device::thread_time`).
+#[derive(Debug, Clone, Serialize)]
+pub struct StepReport {
+    pub launches: Option<f64>,
+    pub host_cpu_ms: f64,
+    pub device_cpu_ms: f64,
+}
+
+impl StepReport {
+    fn of(costs: &[StepCost]) -> StepReport {
+        let steady = |f: fn(&StepCost) -> f64| median(costs.iter().skip(1).map(f).collect());
+        StepReport {
+            launches: costs[0]
+                .launches
+                .map(|_| steady(|c| c.launches.unwrap_or(f64::NAN))),
+            host_cpu_ms: steady(|c| c.host_ms),
+            device_cpu_ms: steady(|c| c.device_ms),
+        }
+    }
+
+    fn text(&self) -> String {
+        let launches = self
+            .launches
+            .map(|l| format!("{l:.1} launches, "))
+            .unwrap_or_default();
+        format!(
+            "  per step {launches}host threads {:.3} ms CPU, device threads {:.3} ms CPU",
+            self.host_cpu_ms, self.device_cpu_ms
+        )
+    }
 }
 
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
@@ -90,24 +129,7 @@ pub fn run<D: Backends>(
 
     // Through the Learner, as `ember train` does it, timed from start to summary.
     let started = Instant::now();
-    let args = TrainArgs {
-        device: request,
-        epochs: Some(epochs),
-        seed: None,
-        out: Some(scratch.clone()),
-        max_train_rows,
-        max_valid_rows: None,
-        resume: None,
-        set: Vec::new(),
-        init_from: None,
-        tui: false,
-        checkpoint_every: crate::train::DEFAULT_CHECKPOINT_SECONDS,
-        progress_every: crate::train::DEFAULT_PROGRESS_SECONDS,
-        export: Vec::new(),
-        // A benchmark's scratch run is not tracked, whatever MLFLOW_TRACKING_URI says.
-        mlflow: None,
-        experiment: None,
-    };
+    let args = scratch_run(request, epochs, &scratch, max_train_rows);
     let report = crate::train::run::<D>(Some(config_path), &args, &Console::new(Verbosity::Quiet));
     let wall = started.elapsed().as_secs_f64();
     std::fs::remove_dir_all(&scratch).ok();
@@ -126,7 +148,7 @@ pub fn run<D: Backends>(
     let mut config = report.config.clone();
     config.epochs = epochs;
     let data = data::load_limited(&config, &indicatif::ProgressBar::hidden())?;
-    let bare_epochs = D::dispatch(
+    let (bare_epochs, costs) = D::dispatch(
         device,
         BareLoop {
             config: &config,
@@ -152,7 +174,36 @@ pub fn run<D: Backends>(
         bare,
         final_valid_loss: last.valid.loss,
         final_valid_accuracy: last.valid.accuracy,
+        step: StepReport::of(&costs),
+        learner_launches_per_step: report.launches_per_step,
     })
+}
+
+/// `ember train`'s arguments for the benchmark's run through the Learner, into `scratch`.
+fn scratch_run(
+    request: DeviceRequest,
+    epochs: usize,
+    scratch: &Path,
+    max_train_rows: Option<usize>,
+) -> TrainArgs {
+    TrainArgs {
+        device: request,
+        epochs: Some(epochs),
+        seed: None,
+        out: Some(scratch.to_path_buf()),
+        max_train_rows,
+        max_valid_rows: None,
+        resume: None,
+        set: Vec::new(),
+        init_from: None,
+        tui: false,
+        checkpoint_every: crate::train::DEFAULT_CHECKPOINT_SECONDS,
+        progress_every: crate::train::DEFAULT_PROGRESS_SECONDS,
+        export: Vec::new(),
+        // A benchmark's scratch run is not tracked, whatever MLFLOW_TRACKING_URI says.
+        mlflow: None,
+        experiment: None,
+    }
 }
 
 impl BenchReport {
@@ -172,7 +223,7 @@ impl BenchReport {
             .map(|a| format!(", valid accuracy {:.2} %", 100.0 * a))
             .unwrap_or_default();
         format!(
-            "{} on {}{}, batch {}, {} steps/epoch, {} epochs\n{}\n{}\n  learner/bare {:.2}; train wall time / (steps / steps/s) {:.2}; valid loss {:.4}{acc}",
+            "{} on {}{}, batch {}, {} steps/epoch, {} epochs\n{}\n{}\n{}\n  learner/bare {:.2}; train wall time / (steps / steps/s) {:.2}; valid loss {:.4}{acc}",
             self.job,
             self.device,
             if self.threads > 0 {
@@ -185,6 +236,7 @@ impl BenchReport {
             self.epochs,
             line("learner", &self.learner),
             line("bare", &self.bare),
+            self.step.text(),
             self.learner.steps_per_s / self.bare.steps_per_s,
             self.wall_over_steps,
             self.final_valid_loss,
@@ -198,18 +250,21 @@ struct BareLoop<'a> {
     max_tensor_bytes: Option<u64>,
 }
 
-impl OnBackend for BareLoop<'_> {
-    type Output = Vec<f64>;
+/// Each epoch's seconds, and what its steps cost.
+type Timed = (Vec<f64>, Vec<StepCost>);
 
-    fn run<B: TrainBackend>(self, device: B::Device) -> Vec<f64> {
+impl OnBackend for BareLoop<'_> {
+    type Output = Timed;
+
+    fn run<B: TrainBackend>(self, device: B::Device) -> Timed {
         crate::train::with_model_and_optimizer::<B, _>(self.config, device, self)
     }
 }
 
 impl<B: TrainBackend> Training<B> for BareLoop<'_> {
-    type Output = Vec<f64>;
+    type Output = Timed;
 
-    fn run<M, O>(self, model: M, optimizer: O, lr: f64, device: B::Device) -> Vec<f64>
+    fn run<M, O>(self, model: M, optimizer: O, lr: f64, device: B::Device) -> Timed
     where
         M: TrainableModel<B>,
         O: Optimizer<M, B> + 'static,
@@ -225,7 +280,7 @@ impl BareLoop<'_> {
         mut optim: O,
         lr: f64,
         device: B::Device,
-    ) -> Vec<f64> {
+    ) -> Timed {
         let c = self.config;
         let epoch = EpochCell::default();
         let train = &self.data.train;
@@ -237,20 +292,24 @@ impl BareLoop<'_> {
             .build(train, train.row_bytes(), device.clone(), |rows| {
                 M::batch(rows, &device)
             });
-        let mut times = Vec::new();
+        let (mut times, mut costs) = (Vec::new(), Vec::new());
         for e in 1..=c.epochs {
             epoch.set(e);
             let started = Instant::now();
             let mut totals = StepTotals::<B>::new();
-            for batch in loader.iter() {
+            let iter = loader.iter();
+            let (meter, mut steps) = (Meter::start::<B>(&device), 0);
+            for batch in iter {
                 let out = TrainStep::step(&model, batch);
                 totals.add(out.item);
                 model = optim.step(lr, model, out.grads);
+                steps += 1;
             }
+            costs.push(meter.stop::<B>(&device, steps));
             // One read per epoch, as the Learner path does, so both wait for the device.
             let _ = totals.read();
             times.push(started.elapsed().as_secs_f64());
         }
-        times
+        (times, costs)
     }
 }

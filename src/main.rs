@@ -184,6 +184,10 @@ struct BenchArgs {
     /// With --replicas: rounds to take the median of.
     #[arg(long, default_value_t = 1, requires = "replicas")]
     rounds: usize,
+    /// Count the kernel launches of each training step on a GPU device (CubeCL's launch log;
+    /// the same as EMBER_LAUNCHES=1).
+    #[arg(long, conflicts_with = "replicas")]
+    launches: bool,
 }
 
 #[derive(Subcommand)]
@@ -272,6 +276,9 @@ fn main() {
     ember::allocator::keep_freed_memory();
     ember::allocator::small_pages();
     ember::logging::init_from_env();
+    if std::env::var_os("EMBER_LAUNCHES").is_some_and(|v| v == "1") {
+        ember::device::launches::enable();
+    }
     let cli = Cli::parse();
     let verbosity = if cli.quiet {
         Verbosity::Quiet
@@ -332,6 +339,9 @@ fn init(csv: Option<PathBuf>, label: Option<String>, images: Option<PathBuf>) ->
 /// `ember bench`: the Learner against a bare loop, or with `--replicas`, replicas against
 /// processes.
 fn bench<D: ember::device::Backends>(a: BenchArgs) -> Result<String> {
+    if a.launches {
+        ember::device::launches::enable();
+    }
     let report = match a.replicas {
         Some(k) => {
             let rows = (Some(a.epochs), a.max_train_rows);

@@ -487,3 +487,100 @@ fn a_cnn_with_batch_norm_trains_alike_on_the_gpu() {
         );
     }
 }
+
+/// Kernel launches per training step, counted from CubeCL's launch log (`ember bench
+/// --launches`: a bare step loop and the Learner's), measured on Mesa's lavapipe at the commit
+/// that introduced the count; a change that adds launches fails here. Lower a budget when a
+/// change takes launches away.
+const LAUNCH_BUDGETS: [(&str, &str, f64, f64); 4] = [
+    // (job, training rows, bare loop, Learner)
+    ("fashion-mlp", "640", 42.0, 43.0),
+    ("tabular-mlp", "8192", 35.0, 35.75),
+    ("linear-scalar", "1280", 11.0, 12.0),
+    ("fashion-cnn", "256", 134.0, 136.0),
+];
+
+/// A sweep unit of 16 tabular-mlp replicas, per step of the batched model.
+const REPLICA_UNIT_BUDGET: f64 = 68.75;
+
+/// Each preset's training step, and fashion-cnn's, stays within its launch budget.
+#[test]
+fn each_preset_s_step_stays_within_its_launch_budget() {
+    for gpu in devices("launch budgets") {
+        for (job, rows, bare, learner) in LAUNCH_BUDGETS {
+            let config = root().join(format!("configs/{job}.toml"));
+            let o = ember(&[
+                "bench",
+                path_str(&config),
+                "--device",
+                &gpu.device,
+                "--launches",
+                "--epochs",
+                "2",
+                "--max-train-rows",
+                rows,
+                "--json",
+            ]);
+            ok(&o);
+            let report: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+            let counted = |v: &serde_json::Value| v.as_f64().expect("a launch count");
+            let (got_bare, got_learner) = (
+                counted(&report["step"]["launches"]),
+                counted(&report["learner_launches_per_step"]),
+            );
+            eprintln!(
+                "{job} on {}: {got_bare} launches a bare step, {got_learner} through the Learner",
+                gpu.device
+            );
+            assert!(got_bare > 0.0, "{job}: no launch counted");
+            assert!(
+                got_bare <= bare && got_learner <= learner,
+                "{job} on {}: {got_bare} launches a bare step (budget {bare}), {got_learner} through the Learner (budget {learner})",
+                gpu.device
+            );
+        }
+    }
+}
+
+/// A sweep unit of 16 replicas records its launches per step in each trial's summary
+/// (`EMBER_LAUNCHES=1`), within its budget.
+#[test]
+fn a_16_replica_unit_stays_within_its_launch_budget() {
+    for gpu in devices("the replica unit's launch budget") {
+        let dir = scratch(&format!(
+            "gpu-unit-launches-{}",
+            gpu.device.replace(':', "")
+        ));
+        config(
+            &dir,
+            "base.toml",
+            "job = \"tabular-mlp\"\nepochs = 2\nmax_train_rows = 8192\nmax_valid_rows = 1000\n\
+             [adam]\nlr = 1e-3\n",
+        );
+        let seeds: Vec<String> = (1..=16).map(|s| s.to_string()).collect();
+        let sweep = config(
+            &dir,
+            "sweep.toml",
+            &format!("base = \"base.toml\"\nseeds = [{}]\n", seeds.join(", ")),
+        );
+        let out = dir.join("out");
+        let o = std::process::Command::new(bin())
+            .args(["sweep", "run", path_str(&sweep), "--out", path_str(&out)])
+            .args(["--device", &gpu.device])
+            .env("EMBER_LAUNCHES", "1")
+            .current_dir(root())
+            .output()
+            .unwrap();
+        ok(&o);
+        assert!(stdout(&o).contains("16 complete"), "{}", stdout(&o));
+        let s = summary(&out.join("trial-000"));
+        let got = s["launches_per_step"]
+            .as_f64()
+            .expect("launches_per_step in summary.json");
+        eprintln!("16 replicas on {}: {got} launches a step", gpu.device);
+        assert!(
+            got > 0.0 && got <= REPLICA_UNIT_BUDGET,
+            "{got} launches a step (budget {REPLICA_UNIT_BUDGET})"
+        );
+    }
+}

@@ -1,7 +1,13 @@
-//! CubeCL's settings for ember. By default CubeCL keeps its autotune cache in the `target/`
-//! folder of the nearest Cargo project above the working directory (or the working directory
-//! itself), which is wrong for a tool people run from anywhere: ember keeps it in the user's
-//! cache folder instead. A `cubecl.toml` the user wrote still wins where it names a cache.
+//! CubeCL's settings for ember, set once before the first GPU device is opened:
+//! - caches in the user's cache folder, not CubeCL's default (the `target/` folder of the
+//!   nearest Cargo project above the working directory, wrong for a tool people run from
+//!   anywhere): the autotune cache, and the compiled kernels, so that a second run on a machine
+//!   does not compile again what the first did. CubeCL caches CUDA's compiled kernels (PTX)
+//!   under a key without the GPU's architecture, so each GPU model gets a folder of its own;
+//!   it caches nothing for wgpu's WGSL shaders;
+//! - with `ember bench --launches`, its launch log, which `device::launches` counts.
+//!
+//! A `cubecl.toml` the user wrote still wins where it names a cache.
 
 use std::path::PathBuf;
 
@@ -18,9 +24,24 @@ pub fn cache_dir() -> Option<PathBuf> {
     })
 }
 
-/// Sets CubeCL's global config once, before the first GPU device is opened.
+/// The folder of `hardware`'s compiled kernels: `<cache>/kernels/<hardware, as a file name>`.
+pub fn kernel_cache(hardware: &str) -> Option<PathBuf> {
+    let name: String = (hardware.chars())
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Some(cache_dir()?.join("kernels").join(name))
+}
+
+/// Sets CubeCL's global config once, before the first GPU device (whose hardware is named
+/// `hardware`) is opened.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
-pub fn install() {
+pub fn install(hardware: &str) {
     use cubecl_runtime::config::cache::CacheConfig;
     use cubecl_runtime::config::{CubeClRuntimeConfig, RuntimeConfig};
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -33,9 +54,17 @@ pub fn install() {
             // CubeCL adds `autotune/<version>/<device>/` below this folder.
             config.autotune.cache = CacheConfig::File(dir);
         }
+        if config.compilation.cache.is_none() {
+            config.compilation.cache = kernel_cache(hardware).map(CacheConfig::File);
+        }
+        if super::launches::enabled() {
+            // Every launch's line, forwarded to the `log` crate and nowhere else.
+            config.profiling.logger = toml::from_str("level = \"minimal\"\nlog = \"trace\"\n")
+                .expect("a valid logger config");
+        }
         CubeClRuntimeConfig::set(config);
     });
 }
 
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-pub fn install() {}
+pub fn install(_hardware: &str) {}

@@ -7,7 +7,9 @@ pub mod adapters;
 mod backend;
 mod cubecl_config;
 pub mod host_read;
+pub mod launches;
 pub mod simd;
+pub mod thread_time;
 mod warm_pool;
 pub use warm_pool::with_warm_workers;
 
@@ -163,7 +165,7 @@ pub fn choose(request: DeviceRequest) -> Result<Device> {
         }
     };
     if device != Device::Cpu {
-        cubecl_config::install();
+        cubecl_config::install(&hardware(device));
     }
     Ok(device)
 }
@@ -231,6 +233,13 @@ pub fn info_lines() -> Vec<String> {
     lines.push(match auto_device() {
         Ok(d) => format!("--device auto: {d}"),
         Err(e) => format!("--device auto: {e}"),
+    });
+    lines.push(match cubecl_config::cache_dir() {
+        Some(dir) => format!(
+            "kernel cache: {} (CUDA's compiled kernels, a folder per GPU model; wgpu compiles its shaders in each run)",
+            dir.join("kernels").display()
+        ),
+        None => "kernel cache: none (no HOME or XDG_CACHE_HOME)".into(),
     });
     lines
 }

@@ -5,6 +5,7 @@
 //! the others train on; each replica's history goes to its own trial folder; the group
 //! checkpoints once.
 
+use crate::device::launches::{self, Meter};
 use crate::error::EmberError;
 use crate::model::{StepOutput, StepStats, StepTotals as Totals};
 use crate::run::history::{EpochRecord, History, SplitRecord};
@@ -50,6 +51,8 @@ pub struct ReplicaLog {
 pub struct GroupLog {
     pub replicas: Vec<ReplicaLog>,
     pub stopped: Option<EmberError>,
+    /// Kernel launches per training step of each epoch, where they are counted.
+    pub launches: Vec<f64>,
 }
 
 pub struct ReplicaStrategy {
@@ -174,6 +177,7 @@ impl ReplicaStrategy {
         let mut iter = parts.train.iter();
         let (mut step, mut good_until) = (0, 0);
         let mut stats = Vec::new();
+        let mut meter = launches::enabled().then(|| Meter::start::<LC::Backend>(&parts.device));
         while let Some(batch) = iter.next() {
             step += 1;
             learner.lr_step();
@@ -193,6 +197,10 @@ impl ReplicaStrategy {
             let progress = iter.progress();
             let last = progress.items_processed >= progress.items_total;
             let due = self.reports.step_due(last, last && epoch == parts.epochs);
+            if last && let Some(m) = meter.take() {
+                let cost = m.stop::<LC::Backend>(&parts.device, step);
+                log.launches.extend(cost.launches);
+            }
             if last || due {
                 stats = totals.read_replicas(k);
                 let finite: Vec<bool> = stats.iter().map(|s| s.loss.is_finite()).collect();

@@ -248,6 +248,7 @@ impl UnitTask<'_> {
         let log = Arc::new(Mutex::new(GroupLog {
             replicas,
             stopped: None,
+            launches: Vec::new(),
         }));
         std::fs::create_dir_all(&checkpoints).map_err(|e| EmberError::write(&checkpoints, e))?;
         let strategy = self.strategy(CheckpointDir::new(checkpoints), epoch, log.clone());
@@ -497,6 +498,7 @@ impl UnitTask<'_> {
                 params,
                 host_reads: device::host_read::count(),
                 tracker: replica.tracker,
+                launches_per_step: device::launches::per_step(&log.launches),
             };
             lines.push(report.write_summary_and_curves()?);
         }

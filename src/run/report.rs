@@ -29,6 +29,8 @@ pub struct RunReport {
     pub host_reads: usize,
     /// The run's MLflow tracker, finished with the run's files once they are written.
     pub tracker: Option<Arc<Tracker>>,
+    /// Kernel launches per training step, where they were counted (`device::launches`).
+    pub launches_per_step: Option<f64>,
 }
 
 impl RunReport {

@@ -67,6 +67,10 @@ pub struct Summary {
     /// crate's (`device::simd::numerics_key`). Absent from summaries written before it.
     #[serde(default)]
     pub cpu_numerics: Option<String>,
+    /// Kernel launches per training step on a GPU device, where they were counted
+    /// (`EMBER_LAUNCHES=1`, or `ember bench --launches`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launches_per_step: Option<f64>,
     /// The SHA-256 of each model file the run wrote, by name, so that a file damaged on disk
     /// is never loaded (`verify_model_file`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -132,6 +136,7 @@ impl Summary {
             mlflow: None,
             cpu_numerics: Some(crate::device::simd::numerics_key()),
             files: model_hashes(&r.run_dir),
+            launches_per_step: r.launches_per_step,
             ember_version: env!("CARGO_PKG_VERSION").to_string(),
             burn_version: crate::BURN_VERSION.to_string(),
             git_commit: option_env!("EMBER_GIT_COMMIT").map(str::to_string),

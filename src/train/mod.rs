@@ -137,6 +137,7 @@ pub fn run<D: Backends>(
         params: trained.params,
         host_reads: device::host_read::count(),
         tracker,
+        launches_per_step: device::launches::per_step(&log.launches),
     })
 }
 

@@ -28,7 +28,10 @@ struct State {
 }
 
 impl ReportClock {
+    /// Reports every `every`; while kernel launches are counted (`device::launches`), only at
+    /// each epoch's end, so that the launches counted within an epoch are its steps' own.
     pub fn new(every: Option<Duration>) -> Self {
+        let every = every.filter(|_| !crate::device::launches::enabled());
         let state = State {
             last: Instant::now(),
             epoch_reported: false,

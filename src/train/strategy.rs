@@ -8,6 +8,7 @@
 //! - checkpoints go through ember's atomic checkpointer, and Ctrl-C stops after a checkpoint.
 
 use crate::config::EarlyStopping;
+use crate::device::launches::{self, Meter};
 use crate::error::EmberError;
 use crate::model::{StepOutput, StepTotals as Totals};
 use crate::run::folder;
@@ -40,6 +41,9 @@ type Inner<LC> = <<LC as LearningComponentsTypes>::Backend as AutodiffBackend>::
 pub struct RunLog {
     pub history: Vec<EpochRecord>,
     pub failure: Option<EmberError>,
+    /// Kernel launches per training step of each epoch, where they are counted
+    /// (`device::launches`).
+    pub launches: Vec<f64>,
 }
 
 pub struct EmberStrategy<LC: LearningComponentsTypes> {
@@ -164,6 +168,7 @@ where
         let mut iter = loader.iter();
         let (mut step, mut good_until) = (0, 0);
         let mut stats = None;
+        let mut meter = launches::enabled().then(|| Meter::start::<LC::Backend>(&self.device));
         while let Some(batch) = iter.next() {
             step += 1;
             learner.lr_step();
@@ -183,6 +188,9 @@ where
             let progress = iter.progress();
             let last = progress.items_processed >= progress.items_total;
             let due = self.reports.step_due(last, last && epoch == epochs);
+            if last {
+                self.count_launches(meter.take(), step);
+            }
             if last || due {
                 let s = totals.read();
                 if !s.loss.is_finite() {
@@ -222,6 +230,15 @@ where
             r2: s.r2,
             lr: Some(learner.lr_current()),
         })
+    }
+
+    /// Records the launches per step of an epoch's `steps`, where they are counted.
+    fn count_launches(&self, meter: Option<Meter>, steps: usize) {
+        if let Some(m) = meter {
+            let cost = m.stop::<LC::Backend>(&self.device, steps);
+            let mut log = self.log.lock().expect("run log lock");
+            log.launches.extend(cost.launches);
+        }
     }
 
     fn valid_epoch(
