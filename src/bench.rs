@@ -10,6 +10,7 @@ use crate::console::{Console, Verbosity};
 use crate::data::loader::{EpochCell, LoaderBuilder};
 use crate::data::{self, HostData};
 use crate::device::launches::{Meter, StepCost};
+use crate::device::thread_time::ThreadTime;
 use crate::device::{self, Backends, Device, DeviceRequest, OnBackend, TrainBackend};
 use crate::error::Result;
 use crate::model::{StepTotals, TrainableModel};
@@ -54,11 +55,16 @@ pub struct BenchReport {
     pub step: StepReport,
     /// Kernel launches per step through the Learner, where they are counted.
     pub learner_launches_per_step: Option<f64>,
+    /// On a GPU, the way each of ember's operations ran: its kernel, or Burn's composition
+    /// and why (`gpu::path`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_path: Vec<String>,
 }
 
 /// What one training step costs, beyond its time: kernel launches on a GPU device (with
-/// `--launches`), and CPU time on the host's threads and the device's server threads
-/// (`device::thread_time`).
+/// `--launches`), and CPU time (`device::thread_time`) on the host's threads, the steps issued
+/// one at a time ([`host_cost`]), and on the device's server threads, which on a software
+/// device (lavapipe) run the kernels too.
 #[derive(Debug, Clone, Serialize)]
 pub struct StepReport {
     pub launches: Option<f64>,
@@ -67,13 +73,13 @@ pub struct StepReport {
 }
 
 impl StepReport {
-    fn of(costs: &[StepCost]) -> StepReport {
+    fn of(costs: &[StepCost], host_cpu_ms: f64) -> StepReport {
         let steady = |f: fn(&StepCost) -> f64| median(costs.iter().skip(1).map(f).collect());
         StepReport {
             launches: costs[0]
                 .launches
                 .map(|_| steady(|c| c.launches.unwrap_or(f64::NAN))),
-            host_cpu_ms: steady(|c| c.host_ms),
+            host_cpu_ms,
             device_cpu_ms: steady(|c| c.device_ms),
         }
     }
@@ -84,7 +90,7 @@ impl StepReport {
             .map(|l| format!("{l:.1} launches, "))
             .unwrap_or_default();
         format!(
-            "  per step {launches}host threads {:.3} ms CPU, device threads {:.3} ms CPU",
+            "  per step {launches}host threads {:.3} ms CPU (steps one at a time), device threads {:.3} ms CPU",
             self.host_cpu_ms, self.device_cpu_ms
         )
     }
@@ -124,6 +130,8 @@ pub fn run<D: Backends>(
     // A bad job file fails before any device is opened.
     crate::config::load(config_path)?;
     let device = device::choose(request)?;
+    #[cfg(feature = "gpu-kernels")]
+    crate::gpu::path::watch();
     let scratch = std::env::temp_dir().join(format!("ember-bench-{}", std::process::id()));
     std::fs::remove_dir_all(&scratch).ok();
 
@@ -148,7 +156,7 @@ pub fn run<D: Backends>(
     let mut config = report.config.clone();
     config.epochs = epochs;
     let data = data::load_limited(&config, &indicatif::ProgressBar::hidden())?;
-    let (bare_epochs, costs) = D::dispatch(
+    let (bare_epochs, costs, host_ms) = D::dispatch(
         device,
         BareLoop {
             config: &config,
@@ -174,9 +182,18 @@ pub fn run<D: Backends>(
         bare,
         final_valid_loss: last.valid.loss,
         final_valid_accuracy: last.valid.accuracy,
-        step: StepReport::of(&costs),
+        step: StepReport::of(&costs, host_ms),
         learner_launches_per_step: report.launches_per_step,
+        gpu_path: gpu_path(),
     })
+}
+
+/// The ways ember's GPU operations ran, where its GPU kernels are built in.
+fn gpu_path() -> Vec<String> {
+    #[cfg(feature = "gpu-kernels")]
+    return crate::gpu::path::taken();
+    #[cfg(not(feature = "gpu-kernels"))]
+    Vec::new()
 }
 
 /// `ember train`'s arguments for the benchmark's run through the Learner, into `scratch`.
@@ -240,7 +257,19 @@ impl BenchReport {
             self.learner.steps_per_s / self.bare.steps_per_s,
             self.wall_over_steps,
             self.final_valid_loss,
-        )
+        ) + &self.gpu_path_text()
+    }
+
+    /// The GPU path's lines, where there is one.
+    fn gpu_path_text(&self) -> String {
+        let mut text = String::new();
+        if !self.gpu_path.is_empty() {
+            text.push_str("\n  GPU path:");
+            for way in &self.gpu_path {
+                text.push_str(&format!("\n    {way}"));
+            }
+        }
+        text
     }
 }
 
@@ -250,8 +279,9 @@ struct BareLoop<'a> {
     max_tensor_bytes: Option<u64>,
 }
 
-/// Each epoch's seconds, and what its steps cost.
-type Timed = (Vec<f64>, Vec<StepCost>);
+/// Each epoch's seconds, what its steps cost, and the host's CPU milliseconds per step issued
+/// one at a time.
+type Timed = (Vec<f64>, Vec<StepCost>, f64);
 
 impl OnBackend for BareLoop<'_> {
     type Output = Timed;
@@ -310,6 +340,30 @@ impl BareLoop<'_> {
             let _ = totals.read();
             times.push(started.elapsed().as_secs_f64());
         }
-        (times, costs)
+        let host = host_cost(&loader, &mut model, &mut optim, lr, &device);
+        (times, costs, host)
     }
+}
+
+/// The host's CPU milliseconds per step, the steps issued one at a time: each waits for the
+/// device before the next, so that no thread of the host spins on a full queue while a slow
+/// device (lavapipe) catches up. Up to 20 steps of an epoch.
+fn host_cost<B: TrainBackend, M: TrainableModel<B>, O: Optimizer<M, B>>(
+    loader: &impl DataLoader<B, M::Batch>,
+    model: &mut M,
+    optim: &mut O,
+    lr: f64,
+    device: &B::Device,
+) -> f64 {
+    let _ = B::sync(device);
+    let (mut host_ns, mut steps) = (0, 0);
+    for batch in loader.iter().take(20) {
+        let before = ThreadTime::now();
+        let out = TrainStep::step(model, batch);
+        *model = optim.step(lr, model.clone(), out.grads);
+        let _ = B::sync(device);
+        host_ns += ThreadTime::now().since(before).host_ns;
+        steps += 1;
+    }
+    host_ns as f64 / 1e6 / steps.max(1) as f64
 }

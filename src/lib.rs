@@ -12,6 +12,8 @@ pub mod device;
 pub mod error;
 pub mod export;
 pub mod fs;
+#[cfg(feature = "gpu-kernels")]
+pub mod gpu;
 pub mod inference;
 pub mod init;
 pub mod logging;

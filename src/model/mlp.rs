@@ -12,7 +12,6 @@ use crate::data::loader::{Rows, data_rows, gather_rows};
 use crate::data::{HostSplit, Labels};
 use crate::device::TrainBackend;
 use crate::ops::{self, EmberBackend, linear};
-use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::{Dropout, DropoutConfig, Embedding, Linear};
 use burn::prelude::*;
 use burn::tensor::TensorData;
@@ -179,24 +178,25 @@ impl<B: EmberBackend> Mlp<B> {
         let weights = self.head.class_weights.as_deref().filter(|_| !metrics);
         match targets {
             Targets::Classes(labels) => {
-                let predicted = out.clone().argmax(1).squeeze_dim(1);
-                let correct = count_correct(predicted, labels.clone());
-                let loss = match weights {
-                    Some(w) => super::weighting::cross_entropy(out, labels, w),
-                    None => CrossEntropyLossConfig::new()
-                        .init(&out.device())
-                        .forward(out, labels),
+                let (loss, correct) = match weights {
+                    Some(w) => {
+                        let predicted = out.clone().argmax(1).squeeze_dim(1);
+                        let correct = count_correct(predicted, labels.clone());
+                        (super::weighting::cross_entropy(out, labels, w), correct)
+                    }
+                    None => ops::cross_entropy(out, labels),
                 };
                 StepOutput::classified(loss, correct, rows)
             }
             Targets::Binary(labels) => {
-                let predicted = out.clone().greater_elem(0.0).int();
-                let correct = predicted.equal(labels.clone()).float().sum();
-                let loss = match weights {
+                let (loss, correct) = match weights {
                     Some(w) => {
-                        super::weighting::binary_cross_entropy(out, labels.float(), w).mean()
+                        let predicted = out.clone().greater_elem(0.0).int();
+                        let correct = predicted.equal(labels.clone()).float().sum();
+                        let loss = super::weighting::binary_cross_entropy(out, labels.float(), w);
+                        (loss.mean(), correct)
                     }
-                    None => ops::bce_logits(out, labels),
+                    None => ops::binary_cross_entropy(out, labels),
                 };
                 StepOutput::classified(loss, correct, rows)
             }

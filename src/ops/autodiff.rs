@@ -1,13 +1,13 @@
 //! ember's operations on Burn's autodiff backend: each forward records its own backward.
 
-use super::{Activation, EmberBackend};
+use super::{Activation, EmberBackend, LossAndCorrect};
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, unary};
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::ops::FloatTensor;
+use burn::tensor::ops::{FloatTensor, IntTensor};
 
 impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
     fn data_slice(tensor: FloatTensor<Self>, slices: &[burn::tensor::Slice]) -> FloatTensor<Self> {
@@ -81,6 +81,26 @@ impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
                 prep.finish(B::scalar_mse_replicas(x, y, w.primitive, p.primitive))
             }
         }
+    }
+
+    fn fused_cross_entropy() -> bool {
+        B::fused_cross_entropy()
+    }
+
+    fn cross_entropy(
+        logits: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let ops: ClassifierLoss<B> = (B::cross_entropy, B::cross_entropy_backward);
+        recorded_classifier_loss::<B, C>(ops, logits, labels)
+    }
+
+    fn binary_cross_entropy(
+        logits: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let ops: ClassifierLoss<B> = (B::binary_cross_entropy, B::binary_cross_entropy_backward);
+        recorded_classifier_loss::<B, C>(ops, logits, labels)
     }
 
     fn bce_logits(logits: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -428,4 +448,46 @@ fn recorded_bce<B: EmberBackend, C: CheckpointStrategy>(
         }
         OpsKind::UnTracked(prep) => prep.finish(forward(z, y)),
     }
+}
+
+/// A classifier's loss on the inner backend: its forward (the mean loss and the correct rows
+/// from logits and class labels) and its backward (the logits' gradient from the loss's).
+type ClassifierLoss<B> = (
+    fn(FloatTensor<B>, IntTensor<B>) -> LossAndCorrect<B>,
+    fn(FloatTensor<B>, IntTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+);
+
+/// A classifier's loss as one autodiff node that keeps the logits and the labels; the count
+/// of correct rows carries no gradient.
+fn recorded_classifier_loss<B: EmberBackend, C: CheckpointStrategy>(
+    (forward, backward): ClassifierLoss<B>,
+    logits: FloatTensor<Autodiff<B, C>>,
+    labels: IntTensor<Autodiff<B, C>>,
+) -> LossAndCorrect<Autodiff<B, C>> {
+    #[derive(Debug)]
+    struct LossBackward<B: EmberBackend> {
+        backward: fn(FloatTensor<B>, IntTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+    }
+
+    impl<B: EmberBackend> Backward<B, 1> for LossBackward<B> {
+        type State = (B::FloatTensorPrimitive, B::IntTensorPrimitive);
+
+        fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let (logits, labels) = ops.state;
+            unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+                (self.backward)(logits, labels, grad)
+            });
+        }
+    }
+
+    let (loss, correct) = forward(logits.primitive.clone(), labels.clone());
+    let loss = match (LossBackward::<B> { backward })
+        .prepare::<C>([logits.node.clone()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => prep.finish((logits.primitive, labels), loss),
+        OpsKind::UnTracked(prep) => prep.finish(loss),
+    };
+    (loss, <Autodiff<B, C>>::from_inner(correct))
 }

@@ -21,6 +21,7 @@ mod channel_sums;
 mod chunked_backward;
 #[cfg(target_arch = "x86_64")]
 mod column_sums;
+pub(crate) mod composed;
 mod conv;
 pub mod dropout;
 mod input_grad;
@@ -109,7 +110,7 @@ pub trait EmberBackend: Backend {
 
     /// `w - lr * g`.
     fn sgd_step(w: FloatTensor<Self>, g: FloatTensor<Self>, lr: &Lr<Self>) -> FloatTensor<Self> {
-        Self::float_sub(w, lr.scale(g))
+        composed::sgd_step::<Self>(w, g, lr)
     }
 
     /// One Adam update: the new weights and moments.
@@ -121,21 +122,7 @@ pub trait EmberBackend: Backend {
         s: AdamStep,
         lr: &Lr<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let (factor, eps) = s.corrections();
-        let m = Self::float_add(
-            Self::float_mul_scalar(m, s.beta1.into()),
-            Self::float_mul_scalar(g.clone(), (1.0 - s.beta1).into()),
-        );
-        let v = Self::float_add(
-            Self::float_mul_scalar(v, s.beta2.into()),
-            Self::float_mul_scalar(Self::float_mul(g.clone(), g), (1.0 - s.beta2).into()),
-        );
-        let update = Self::float_div(
-            Self::float_mul_scalar(m.clone(), factor.into()),
-            Self::float_add_scalar(Self::float_sqrt(v.clone()), eps.into()),
-        );
-        let w = Self::float_sub(w, lr.scale(update));
-        (w, m, v)
+        composed::adam_step::<Self>((w, g, m, v), s, lr)
     }
 
     /// `act(x · w + b)` for `x` `[m, k]`, `w` `[k, n]` (Burn's layout) and `b` `[n]`; or, for
@@ -147,27 +134,7 @@ pub trait EmberBackend: Backend {
         b: FloatTensor<Self>,
         act: Activation,
     ) -> FloatTensor<Self> {
-        let z = match replicas_of(&w) {
-            None => {
-                let n = b.shape()[0];
-                Self::float_add(
-                    Self::float_matmul(x, w),
-                    Self::float_reshape(b, Shape::new([1, n])),
-                )
-            }
-            Some(r) => {
-                let n = w.shape()[2];
-                Self::float_add(
-                    Self::float_matmul(per_replica::<Self>(x, r), w),
-                    Self::float_reshape(b, Shape::new([r, 1, n])),
-                )
-            }
-        };
-        match act {
-            Activation::Identity => z,
-            Activation::Relu => Self::relu(z),
-            Activation::Tanh => Self::tanh(z),
-        }
+        composed::fused_linear::<Self>(x, w, b, act)
     }
 
     /// [`fused_linear`](Self::fused_linear) for a hidden layer of an MLP, whose output goes
@@ -192,33 +159,56 @@ pub trait EmberBackend: Backend {
         act: Activation,
         need_dx: bool,
     ) -> LinearGrads<Self> {
-        let dz = match act {
-            Activation::Identity => grad,
-            Activation::Relu => Self::relu_backward(y, grad),
-            Activation::Tanh => Self::tanh_backward(y, grad),
-        };
-        let Some(r) = replicas_of(&w) else {
-            let n = dz.shape()[1];
-            let db = Self::float_reshape(Self::float_sum_dim(dz.clone(), 0), Shape::new([n]));
-            let dx = need_dx.then(|| Self::float_matmul(dz.clone(), Self::float_transpose(w)));
-            let dw = Self::float_matmul(Self::float_transpose(x), dz);
-            return LinearGrads { dx, dw, db };
-        };
-        let n = dz.shape()[2];
-        let db = Self::float_reshape(Self::float_sum_dim(dz.clone(), 1), Shape::new([r, n]));
-        let shared = x.shape().num_dims() == 2;
-        let dx = need_dx.then(|| {
-            let dx = Self::float_matmul(dz.clone(), Self::float_swap_dims(w, 1, 2));
-            if shared {
-                let [_, m, k] = dx.shape().dims();
-                Self::float_reshape(Self::float_sum_dim(dx, 0), Shape::new([m, k]))
-            } else {
-                dx
-            }
-        });
-        let x = per_replica::<Self>(x, r);
-        let dw = Self::float_matmul(Self::float_swap_dims(x, 1, 2), dz);
-        LinearGrads { dx, dw, db }
+        composed::fused_linear_backward::<Self>((x, w, y, grad), act, need_dx)
+    }
+
+    /// Whether this backend computes a classifier's cross-entropy and its correct rows in one
+    /// operation of its own ([`cross_entropy`](Self::cross_entropy)). Where it does not (the
+    /// CPU), the models compose Burn's `CrossEntropyLoss` and `argmax`, whose bits the CPU's
+    /// loss pins hold.
+    fn fused_cross_entropy() -> bool {
+        false
+    }
+
+    /// The mean cross-entropy `[1]` of `logits` `[rows, classes]` against class `labels`
+    /// `[rows]` (Burn's `CrossEntropyLoss`), and the count `[1]` of rows whose largest logit
+    /// is their label's.
+    fn cross_entropy(
+        logits: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        composed::cross_entropy::<Self>(logits, labels)
+    }
+
+    /// The gradient of [`cross_entropy`](Self::cross_entropy)'s loss with respect to the
+    /// logits, given the loss's gradient `grad` `[1]`.
+    fn cross_entropy_backward(
+        logits: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        composed::cross_entropy_backward::<Self>(logits, labels, grad)
+    }
+
+    /// A binary classifier's mean cross-entropy on `logits` `[rows, 1]` against 0/1 `labels`
+    /// `[rows, 1]` ([`bce_logits`](Self::bce_logits)), and the count `[1]` of rows whose logit
+    /// is on their label's side of 0; one operation where
+    /// [`fused_cross_entropy`](Self::fused_cross_entropy) says so.
+    fn binary_cross_entropy(
+        logits: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        composed::binary_cross_entropy::<Self>(logits, labels)
+    }
+
+    /// The gradient of [`binary_cross_entropy`](Self::binary_cross_entropy)'s loss with
+    /// respect to the logits, given the loss's gradient `grad` `[1]`.
+    fn binary_cross_entropy_backward(
+        logits: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        composed::binary_cross_entropy_backward::<Self>(logits, labels, grad)
     }
 
     /// linear-scalar's K replicas and their mean squared errors in one operation: each replica's
@@ -644,6 +634,50 @@ fn bce_composed_backward<B: Backend>(
     B::float_mul(B::float_sub(B::sigmoid(z), y), scale)
 }
 
+/// A classifier's mean cross-entropy (Burn's `CrossEntropyLoss`) and its correct rows (as a
+/// float count): one operation of the backend's where it has one
+/// ([`EmberBackend::fused_cross_entropy`]), else Burn's `argmax` and `CrossEntropyLoss` on this
+/// backend, whose bits the CPU's loss pins hold.
+pub fn cross_entropy<B: EmberBackend>(
+    logits: Tensor<B, 2>,
+    labels: Tensor<B, 1, Int>,
+) -> (Tensor<B, 1>, Tensor<B, 1>) {
+    if !B::fused_cross_entropy() {
+        let predicted = logits.clone().argmax(1).squeeze_dim::<1>(1);
+        let correct = predicted.equal(labels.clone()).float().sum();
+        let loss = burn::nn::loss::CrossEntropyLossConfig::new()
+            .init(&logits.device())
+            .forward(logits, labels);
+        return (loss, correct);
+    }
+    let (loss, correct) =
+        B::cross_entropy(logits.into_primitive().tensor(), labels.into_primitive());
+    let float = |t| Tensor::from_primitive(TensorPrimitive::Float(t));
+    (float(loss), float(correct))
+}
+
+/// A binary classifier's mean cross-entropy on logits `[rows, 1]` (Burn's
+/// `BinaryCrossEntropyLoss` with logits) and its correct rows (as a float count): one operation
+/// of the backend's where it has one ([`EmberBackend::fused_cross_entropy`]), else Burn's
+/// comparisons and [`bce_logits`] on this backend, whose bits the CPU's loss pins hold.
+pub fn binary_cross_entropy<B: EmberBackend>(
+    logits: Tensor<B, 2>,
+    labels: Tensor<B, 2, Int>,
+) -> (Tensor<B, 1>, Tensor<B, 1>) {
+    if !B::fused_cross_entropy() {
+        let predicted = logits.clone().greater_elem(0.0).int();
+        let correct = predicted.equal(labels.clone()).float().sum();
+        return (bce_logits(logits, labels), correct);
+    }
+    let (loss, correct) =
+        B::binary_cross_entropy(logits.into_primitive().tensor(), labels.into_primitive());
+    let float = |t| Tensor::from_primitive(TensorPrimitive::Float(t));
+    (float(loss), float(correct))
+}
+
+/// A classifier's mean loss `[1]` and its count `[1]` of correct rows.
+pub type LossAndCorrect<B> = (FloatTensor<B>, FloatTensor<B>);
+
 /// The gradients of a linear layer.
 pub struct LinearGrads<B: Backend> {
     pub dx: Option<FloatTensor<B>>,
@@ -1010,12 +1044,6 @@ impl EmberBackend for Flex {
         kernels::map_f32(x, |v| kernels::dropout(v, seed, threshold, scale))
     }
 }
-
-#[cfg(feature = "cuda")]
-impl EmberBackend for burn::backend::Cuda {}
-
-#[cfg(feature = "wgpu")]
-impl EmberBackend for burn::backend::Wgpu {}
 
 #[cfg(test)]
 mod tests {

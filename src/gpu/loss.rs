@@ -1,0 +1,214 @@
+//! A classifier's loss on the GPU, one launch each way: the cross-entropy of classes, as Burn's
+//! `CrossEntropyLoss` (log-softmax, the label's term, the mean over rows), or, for a binary
+//! classifier's one logit `z` and 0/1 label `y`, as its `BinaryCrossEntropyLoss` with logits
+//! (`max(z, 0) - z·y + ln(1 + exp(-|z|))`, its stable form).
+//! - forward: each row's loss and whether it is predicted right (the first largest logit is
+//!   the label's, as `argmax`; for a binary classifier, `z > 0` exactly when `y` is 1), summed
+//!   by one cube in a fixed order into the mean loss and the correct count;
+//! - backward: `(softmax(z) - onehot(label)) · grad / rows` (binary: `(sigmoid(z) - y) · grad
+//!   / rows`), a unit per row.
+
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::{CubeRuntime, ops::numeric::empty_device};
+use cubecl::prelude::*;
+
+const UNITS: usize = 256;
+
+/// The first index of row `r`'s largest logit.
+#[cube]
+fn row_argmax<F: Float>(z: &Tensor<F>, r: usize) -> usize {
+    let base = r * z.stride(0);
+    let mut best = z[base];
+    let mut at = 0;
+    for j in 1..z.shape(1) {
+        let v = z[base + j * z.stride(1)];
+        if v > best {
+            best = v;
+            at = j;
+        }
+    }
+    at
+}
+
+/// `ln Σ exp(z - max)` of row `r`.
+#[cube]
+fn row_log_sum<F: Float>(z: &Tensor<F>, r: usize, max: F) -> F {
+    let base = r * z.stride(0);
+    let mut sum = F::new(0.0);
+    for j in 0..z.shape(1) {
+        sum += F::exp(z[base + j * z.stride(1)] - max);
+    }
+    F::ln(sum)
+}
+
+/// One level of the cube's sum: the first `half` units add the next `half`'s figures.
+#[cube]
+fn fold<F: Float>(
+    losses: &mut SharedMemory<F>,
+    hits: &mut SharedMemory<F>,
+    u: usize,
+    #[comptime] half: usize,
+) {
+    if u < half {
+        losses[u] = losses[u] + losses[u + half];
+        hits[u] = hits[u] + hits[u + half];
+    }
+    sync_cube();
+}
+
+/// Row `r`'s binary cross-entropy on its logit `v` against its 0/1 label `y`.
+#[cube]
+fn binary_row_loss<F: Float>(v: F, y: F) -> F {
+    F::max(v, F::new(0.0)) - v * y + F::ln(F::new(1.0) + F::exp(-F::abs(v)))
+}
+
+/// 1 where logit `v` is on its label `y`'s side of 0 (`v > 0` exactly when `y` is 1), else 0.
+#[cube]
+fn binary_row_hit<F: Float>(v: F, y: F) -> F {
+    let positive = if v > F::new(0.0) {
+        F::new(1.0)
+    } else {
+        F::new(0.0)
+    };
+    if positive == y {
+        F::new(1.0)
+    } else {
+        F::new(0.0)
+    }
+}
+
+#[cube(launch_unchecked)]
+fn forward_kernel<F: Float, I: Int>(
+    z: &Tensor<F>,
+    labels: &Tensor<I>,
+    loss: &mut Tensor<F>,
+    correct: &mut Tensor<F>,
+    #[comptime] binary: bool,
+) {
+    let units = comptime![UNITS];
+    let rows = z.shape(0);
+    let u = UNIT_POS as usize;
+    let mut losses = SharedMemory::<F>::new(units);
+    let mut hits = SharedMemory::<F>::new(units);
+    let mut l = F::new(0.0);
+    let mut h = F::new(0.0);
+    let mut r = u;
+    while r < rows {
+        if binary {
+            let v = z[r * z.stride(0)];
+            let y = F::cast_from(labels[r * labels.stride(0)]);
+            l += binary_row_loss::<F>(v, y);
+            h += binary_row_hit::<F>(v, y);
+        } else {
+            let label = usize::cast_from(labels[r * labels.stride(0)]);
+            let at = row_argmax::<F>(z, r);
+            let max = z[r * z.stride(0) + at * z.stride(1)];
+            let lse = max + row_log_sum::<F>(z, r, max);
+            l += lse - z[r * z.stride(0) + label * z.stride(1)];
+            let hit = if at == label {
+                F::new(1.0)
+            } else {
+                F::new(0.0)
+            };
+            h += hit;
+        }
+        r += units;
+    }
+    losses[u] = l;
+    hits[u] = h;
+    sync_cube();
+    #[unroll]
+    for level in 1..comptime![UNITS.trailing_zeros() as usize + 1] {
+        fold::<F>(&mut losses, &mut hits, u, comptime![UNITS >> level]);
+    }
+    if u == 0 {
+        loss[0] = losses[0] / F::cast_from(rows);
+        correct[0] = hits[0];
+    }
+}
+
+#[cube(launch_unchecked)]
+fn backward_kernel<F: Float, I: Int>(
+    z: &Tensor<F>,
+    labels: &Tensor<I>,
+    grad: &Tensor<F>,
+    dz: &mut Tensor<F>,
+    #[comptime] binary: bool,
+) {
+    let rows = z.shape(0);
+    let r = ABSOLUTE_POS;
+    if binary {
+        if r < rows {
+            let v = z[r * z.stride(0)];
+            let y = F::cast_from(labels[r * labels.stride(0)]);
+            let p = F::new(1.0) / (F::new(1.0) + F::exp(-v));
+            dz[r * dz.stride(0)] = (p - y) * (grad[0] / F::cast_from(rows));
+        }
+    } else if r < rows {
+        let label = usize::cast_from(labels[r * labels.stride(0)]);
+        let at = row_argmax::<F>(z, r);
+        let max = z[r * z.stride(0) + at * z.stride(1)];
+        let lse = max + row_log_sum::<F>(z, r, max);
+        let scale = grad[0] / F::cast_from(rows);
+        for j in 0..z.shape(1) {
+            let p = F::exp(z[r * z.stride(0) + j * z.stride(1)] - lse);
+            let hit = if j == label { F::new(1.0) } else { F::new(0.0) };
+            dz[r * dz.stride(0) + j * dz.stride(1)] = (p - hit) * scale;
+        }
+    }
+}
+
+/// The mean cross-entropy `[1]` of `logits` `[rows, classes]` against `labels` `[rows]`, and
+/// the count `[1]` of rows whose first largest logit is their label's; with `binary`, of one
+/// logit per row against 0/1 `labels` `[rows, 1]`.
+pub fn forward<R: CubeRuntime>(
+    logits: CubeTensor<R>,
+    labels: CubeTensor<R>,
+    binary: bool,
+) -> (CubeTensor<R>, CubeTensor<R>) {
+    let (client, device) = (logits.client.clone(), logits.device.clone());
+    let loss = empty_device::<R, f32>(client.clone(), device.clone(), [1].into());
+    let correct = empty_device::<R, f32>(client.clone(), device, [1].into());
+    // SAFETY: each row's reads are inside its row; the one cube writes element 0 of each output.
+    unsafe {
+        forward_kernel::launch_unchecked::<f32, i32, R>(
+            &client,
+            CubeCount::Static(1, 1, 1),
+            CubeDim::new_1d(UNITS as u32),
+            logits.into_tensor_arg(),
+            labels.into_tensor_arg(),
+            loss.clone().into_tensor_arg(),
+            correct.clone().into_tensor_arg(),
+            binary,
+        );
+    }
+    (loss, correct)
+}
+
+/// The gradient of [`forward`]'s loss with respect to the logits, for the loss's gradient
+/// `grad` `[1]`.
+pub fn backward<R: CubeRuntime>(
+    logits: CubeTensor<R>,
+    labels: CubeTensor<R>,
+    grad: CubeTensor<R>,
+    binary: bool,
+) -> CubeTensor<R> {
+    let rows = logits.meta.shape()[0];
+    let (client, device) = (logits.client.clone(), logits.device.clone());
+    let dz = empty_device::<R, f32>(client.clone(), device, logits.meta.shape().clone());
+    let count = CubeCount::Static(rows.div_ceil(UNITS) as u32, 1, 1);
+    // SAFETY: a unit per row, each inside its row.
+    unsafe {
+        backward_kernel::launch_unchecked::<f32, i32, R>(
+            &client,
+            count,
+            CubeDim::new_1d(UNITS as u32),
+            logits.into_tensor_arg(),
+            labels.into_tensor_arg(),
+            grad.into_tensor_arg(),
+            dz.clone().into_tensor_arg(),
+            binary,
+        );
+    }
+    dz
+}

@@ -1,0 +1,305 @@
+//! ember's own kernels on Burn's CubeCL backends, as `ops::EmberBackend` for
+//! `Fusion<CubeBackend>`: Burn's CUDA and wgpu backends alike, one source (CubeCL compiles it
+//! to CUDA and to WGSL). Each operation is one custom operation of Burn's fusion stream
+//! (`stream`) that launches one kernel, where Burn's composition of the same operation launches
+//! several (a product, then fused element-wise kernels, then reductions):
+//! - a dense layer forward and backward (`linear`),
+//! - SGD's and Adam's updates of a parameter (`update`),
+//! - a classifier's cross-entropy (of classes, or binary on one logit) with its correct rows,
+//!   and its gradient (`loss`).
+//!
+//! What a kernel does not take (replicas' stacked weights, a per-replica learning rate, a
+//! layer too large for one launch's grid) falls back to the composition (`ops::composed`), as
+//! everything does with `EMBER_GPU_KERNELS=0` (for comparing the two).
+
+mod linear;
+mod loss;
+pub mod path;
+mod stream;
+mod update;
+
+use crate::ops::{
+    Activation, AdamStep, EmberBackend, LinearGrads, LossAndCorrect, Lr, composed, replicas_of,
+};
+use burn::tensor::Shape;
+use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime};
+use burn_fusion::Fusion;
+use stream::{Handles, register};
+
+/// Burn's CubeCL backend with ember's element types (f32 floats, i32 integers).
+type Cube<R, BT> = CubeBackend<R, f32, i32, BT>;
+
+/// Whether ember's kernels run: unless `EMBER_GPU_KERNELS=0`, which runs Burn's compositions
+/// of the same operations instead.
+fn kernels_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("EMBER_GPU_KERNELS").map_or(true, |v| v != "0"))
+}
+
+/// The most cubes a launch's first dimension takes on every API (WGSL's limit).
+const MAX_CUBES: usize = 65_535;
+
+fn act_code(act: Activation) -> u32 {
+    match act {
+        Activation::Identity => linear::IDENTITY,
+        Activation::Relu => linear::RELU,
+        Activation::Tanh => linear::TANH,
+    }
+}
+
+/// The smallest parameter whose update runs as ember's kernel. Below it, Burn's fusion folds
+/// the update's element-wise operations into the kernel that made the gradient (linear-scalar's
+/// two small parameters), which one operation of ember's would split into two launches.
+const MIN_UPDATE_ELEMENTS: usize = 1024;
+
+/// The way of everything with `EMBER_GPU_KERNELS=0`.
+const OFF: path::Reason = "EMBER_GPU_KERNELS=0";
+
+/// The learning rate with which ember's update kernel takes `w` (a layer's weights or biases,
+/// of one or two dimensions, at a learning rate for the whole tensor), or why it does not.
+fn update_way(
+    w: &burn_fusion::FusionTensor<impl burn_fusion::FusionRuntime>,
+    lr: &Lr<impl burn::tensor::backend::Backend>,
+) -> Result<f32, path::Reason> {
+    match lr {
+        _ if !kernels_on() => Err(OFF),
+        Lr::One(_) if w.shape.num_dims() > 2 => Err("more than two dimensions"),
+        Lr::One(_) if w.shape.num_elements() < MIN_UPDATE_ELEMENTS => {
+            Err("under 1024 elements, fused by Burn")
+        }
+        Lr::One(rate) => Ok(*rate as f32),
+        _ => Err("a learning rate per replica"),
+    }
+}
+
+/// Whether the layer kernels take `x` `[m, k]` and `w` `[k, n]`, in one launch each way,
+/// or why they do not.
+fn layer_way<F: burn_fusion::FusionRuntime>(
+    x: &burn_fusion::FusionTensor<F>,
+    w: &burn_fusion::FusionTensor<F>,
+) -> Result<(), path::Reason> {
+    if !kernels_on() {
+        return Err(OFF);
+    }
+    if replicas_of(w).is_some() {
+        return Err("replicas");
+    }
+    if x.shape.num_dims() != 2 || w.shape.num_dims() != 2 {
+        return Err("not a matrix product");
+    }
+    let (m, k, n) = (x.shape[0], x.shape[1], w.shape[1]);
+    let spans = linear::spans;
+    let fits = m > 0
+        && k > 0
+        && n > 0
+        && spans(k) * spans(n) + spans(m) * spans(k) <= MAX_CUBES
+        && spans(m) <= MAX_CUBES;
+    if fits {
+        Ok(())
+    } else {
+        Err("too large for one launch")
+    }
+}
+
+fn float<R: CubeRuntime, BT: BoolElement>(
+    h: &mut Handles<Cube<R, BT>>,
+    ir: &burn::backend::ir::TensorIr,
+) -> burn_cubecl::tensor::CubeTensor<R> {
+    h.get_float_tensor::<Cube<R, BT>>(ir)
+}
+
+fn put<R: CubeRuntime, BT: BoolElement>(
+    h: &mut Handles<Cube<R, BT>>,
+    ir: &burn::backend::ir::TensorIr,
+    t: burn_cubecl::tensor::CubeTensor<R>,
+) {
+    h.register_float_tensor::<Cube<R, BT>>(&ir.id, t);
+}
+
+impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
+    fn sgd_step(w: FloatTensor<Self>, g: FloatTensor<Self>, lr: &Lr<Self>) -> FloatTensor<Self> {
+        let Ok(lr) = path::chosen("sgd_step", update_way(&w, lr)) else {
+            return composed::sgd_step::<Self>(w, g, lr);
+        };
+        let shape = w.shape.clone();
+        let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+            let (w, g) = (float::<R, BT>(h, &ins[0]), float::<R, BT>(h, &ins[1]));
+            put::<R, BT>(h, &outs[0], update::sgd::<R>(w, g, lr));
+        });
+        let mut out = register::<Cube<R, BT>>("sgd_step", vec![w, g], vec![shape], run);
+        out.remove(0)
+    }
+
+    fn adam_step(
+        w: FloatTensor<Self>,
+        g: FloatTensor<Self>,
+        m: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        s: AdamStep,
+        lr: &Lr<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let Ok(rate) = path::chosen("adam_step", update_way(&w, lr)) else {
+            return composed::adam_step::<Self>((w, g, m, v), s, lr);
+        };
+        let (factor, eps) = s.corrections();
+        let consts = [s.beta1, s.beta2, factor, eps, rate];
+        let shape = w.shape.clone();
+        let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+            let inputs = [0, 1, 2, 3].map(|i| float::<R, BT>(h, &ins[i]));
+            let [w, m, v] = update::adam::<R>(inputs, consts);
+            put::<R, BT>(h, &outs[0], w);
+            put::<R, BT>(h, &outs[1], m);
+            put::<R, BT>(h, &outs[2], v);
+        });
+        let shapes = vec![shape.clone(), shape.clone(), shape];
+        let mut out = register::<Cube<R, BT>>("adam_step", vec![w, g, m, v], shapes, run);
+        let (w, m) = (out.remove(0), out.remove(0));
+        (w, m, out.remove(0))
+    }
+
+    fn fused_linear(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        act: Activation,
+    ) -> FloatTensor<Self> {
+        if path::chosen("linear", layer_way(&x, &w)).is_err() {
+            return composed::fused_linear::<Self>(x, w, b, act);
+        }
+        let (shape, act) = (Shape::new([x.shape[0], w.shape[1]]), act_code(act));
+        let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+            let (x, w, b) = (
+                float::<R, BT>(h, &ins[0]),
+                float::<R, BT>(h, &ins[1]),
+                float::<R, BT>(h, &ins[2]),
+            );
+            put::<R, BT>(h, &outs[0], linear::forward::<R>(x, w, b, act));
+        });
+        let mut out = register::<Cube<R, BT>>("linear", vec![x, w, b], vec![shape], run);
+        out.remove(0)
+    }
+
+    fn fused_linear_backward(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        act: Activation,
+        need_dx: bool,
+    ) -> LinearGrads<Self> {
+        if path::chosen("linear_backward", layer_way(&x, &w)).is_err() {
+            return composed::fused_linear_backward::<Self>((x, w, y, grad), act, need_dx);
+        }
+        let (m, k, n) = (x.shape[0], x.shape[1], w.shape[1]);
+        let code = act_code(act);
+        let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+            let inputs = (
+                float::<R, BT>(h, &ins[0]),
+                float::<R, BT>(h, &ins[1]),
+                float::<R, BT>(h, &ins[2]),
+                float::<R, BT>(h, &ins[3]),
+            );
+            let (dx, dw, db) = linear::backward::<R>(inputs, code, need_dx);
+            put::<R, BT>(h, &outs[0], dw);
+            put::<R, BT>(h, &outs[1], db);
+            if let Some(dx) = dx {
+                put::<R, BT>(h, &outs[2], dx);
+            }
+        });
+        let mut shapes = vec![Shape::new([k, n]), Shape::new([n])];
+        if need_dx {
+            shapes.push(Shape::new([m, k]));
+        }
+        let mut out = register::<Cube<R, BT>>("linear_backward", vec![x, w, y, grad], shapes, run);
+        let (dw, db) = (out.remove(0), out.remove(0));
+        LinearGrads {
+            dx: need_dx.then(|| out.remove(0)),
+            dw,
+            db,
+        }
+    }
+
+    fn fused_cross_entropy() -> bool {
+        path::chosen(
+            "classifier_loss",
+            if kernels_on() { Ok(()) } else { Err(OFF) },
+        )
+        .is_ok()
+    }
+
+    fn cross_entropy(
+        logits: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        classifier_loss::<R, BT>(logits, labels, false)
+    }
+
+    fn cross_entropy_backward(
+        logits: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        classifier_loss_backward::<R, BT>(logits, labels, grad, false)
+    }
+
+    fn binary_cross_entropy(
+        logits: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        classifier_loss::<R, BT>(logits, labels, true)
+    }
+
+    fn binary_cross_entropy_backward(
+        logits: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        classifier_loss_backward::<R, BT>(logits, labels, grad, true)
+    }
+}
+
+/// A classifier's mean loss and correct rows (`loss::forward`), as one operation.
+fn classifier_loss<R: CubeRuntime, BT: BoolElement>(
+    logits: FloatTensor<Fusion<Cube<R, BT>>>,
+    labels: IntTensor<Fusion<Cube<R, BT>>>,
+    binary: bool,
+) -> LossAndCorrect<Fusion<Cube<R, BT>>> {
+    let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+        let logits = float::<R, BT>(h, &ins[0]);
+        let labels = h.get_int_tensor::<Cube<R, BT>>(&ins[1]);
+        let (loss, correct) = loss::forward::<R>(logits, labels, binary);
+        put::<R, BT>(h, &outs[0], loss);
+        put::<R, BT>(h, &outs[1], correct);
+    });
+    let shapes = vec![Shape::new([1]), Shape::new([1])];
+    let mut out = register::<Cube<R, BT>>("classifier_loss", vec![logits, labels], shapes, run);
+    let loss = out.remove(0);
+    (loss, out.remove(0))
+}
+
+/// The logits' gradient of [`classifier_loss`], as one operation.
+fn classifier_loss_backward<R: CubeRuntime, BT: BoolElement>(
+    logits: FloatTensor<Fusion<Cube<R, BT>>>,
+    labels: IntTensor<Fusion<Cube<R, BT>>>,
+    grad: FloatTensor<Fusion<Cube<R, BT>>>,
+    binary: bool,
+) -> FloatTensor<Fusion<Cube<R, BT>>> {
+    let shape = logits.shape.clone();
+    let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+        let logits = float::<R, BT>(h, &ins[0]);
+        let labels = h.get_int_tensor::<Cube<R, BT>>(&ins[1]);
+        let grad = float::<R, BT>(h, &ins[2]);
+        put::<R, BT>(
+            h,
+            &outs[0],
+            loss::backward::<R>(logits, labels, grad, binary),
+        );
+    });
+    let inputs = vec![logits, labels, grad];
+    let mut out = register::<Cube<R, BT>>("classifier_loss_backward", inputs, vec![shape], run);
+    out.remove(0)
+}
+
+#[cfg(all(test, feature = "wgpu"))]
+mod tests;

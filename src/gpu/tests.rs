@@ -1,0 +1,175 @@
+//! Each kernel against Burn's composition of the same operation (`ops::composed`) on this
+//! machine's wgpu device (in CI, Mesa's lavapipe): shapes with tails of partial tiles, one row,
+//! one column, each activation, with and without the input's gradient.
+
+use super::*;
+use burn::backend::Wgpu;
+use burn::prelude::*;
+use burn::tensor::TensorPrimitive;
+use burn::tensor::ops::FloatTensorOps;
+
+type G = Wgpu;
+
+fn device() -> burn::backend::wgpu::WgpuDevice {
+    burn::backend::wgpu::WgpuDevice::default()
+}
+
+fn random(shape: &[usize], seed: u64) -> FloatTensor<G> {
+    let mut rng = crate::rng::stream(seed, "gpu kernel test", 0);
+    let n: usize = shape.iter().product();
+    let values: Vec<f32> = (0..n)
+        .map(|_| (3.0 * crate::rng::uniform(&mut rng) - 1.5) as f32)
+        .collect();
+    let flat = Tensor::<G, 1>::from_floats(values.as_slice(), &device());
+    G::float_reshape(flat.into_primitive().tensor(), Shape::from(shape.to_vec()))
+}
+
+fn values(t: FloatTensor<G>) -> Vec<f32> {
+    Tensor::<G, 1>::from_primitive(TensorPrimitive::Float(t))
+        .into_data()
+        .to_vec()
+        .unwrap()
+}
+
+fn values_nd(t: FloatTensor<G>) -> Vec<f32> {
+    let n = t.shape.num_elements();
+    values(G::float_reshape(t, Shape::new([n])))
+}
+
+/// Asserts that `got` and `want` agree to f32 rounding of sums of this many terms.
+fn close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let tol = 1e-5 * w.abs().max(1.0) * 8.0;
+        assert!((g - w).abs() <= tol, "{what}[{i}]: {g} against {w}");
+    }
+}
+
+const SHAPES: [(usize, usize, usize); 5] = [
+    (1, 1, 1),
+    (3, 5, 7),
+    (17, 33, 16),
+    (37, 70, 29),
+    (64, 100, 10),
+];
+const ACTS: [Activation; 3] = [Activation::Identity, Activation::Relu, Activation::Tanh];
+
+#[test]
+fn a_layer_forward_matches_the_composition() {
+    for (m, k, n) in SHAPES {
+        for act in ACTS {
+            let (x, w, b) = (random(&[m, k], 1), random(&[k, n], 2), random(&[n], 3));
+            let got = G::fused_linear(x.clone(), w.clone(), b.clone(), act);
+            let want = composed::fused_linear::<G>(x, w, b, act);
+            close(
+                &values_nd(got),
+                &values_nd(want),
+                &format!("y {m}x{k}x{n} {act:?}"),
+            );
+        }
+    }
+}
+
+#[test]
+fn a_layer_backward_matches_the_composition() {
+    for (m, k, n) in SHAPES {
+        for act in ACTS {
+            for need_dx in [false, true] {
+                let (x, w, b) = (random(&[m, k], 4), random(&[k, n], 5), random(&[n], 6));
+                let y = composed::fused_linear::<G>(x.clone(), w.clone(), b, act);
+                let g = random(&[m, n], 7);
+                let inputs = (x.clone(), w.clone(), y.clone(), g.clone());
+                let got = G::fused_linear_backward(x, w, y, g, act, need_dx);
+                let want = composed::fused_linear_backward::<G>(inputs, act, need_dx);
+                let what = format!("{m}x{k}x{n} {act:?}");
+                close(
+                    &values_nd(got.dw),
+                    &values_nd(want.dw),
+                    &format!("dw {what}"),
+                );
+                close(
+                    &values_nd(got.db),
+                    &values_nd(want.db),
+                    &format!("db {what}"),
+                );
+                assert_eq!(got.dx.is_some(), need_dx);
+                if let (Some(a), Some(b)) = (got.dx, want.dx) {
+                    close(&values_nd(a), &values_nd(b), &format!("dx {what}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_updates_match_the_composition() {
+    // Below MIN_UPDATE_ELEMENTS, and of four dimensions (a convolution's weights), the
+    // composition runs; the kernel from 1,024 elements of one or two dimensions.
+    for shape in [
+        vec![1],
+        vec![1100],
+        vec![70, 29],
+        vec![4, 3, 5, 5],
+        vec![8, 3, 9, 9],
+    ] {
+        let (w, g) = (random(&shape, 8), random(&shape, 9));
+        let lr = Lr::One(0.01);
+        let got = G::sgd_step(w.clone(), g.clone(), &lr);
+        close(
+            &values_nd(got),
+            &values_nd(composed::sgd_step::<G>(w.clone(), g.clone(), &lr)),
+            "sgd",
+        );
+        let (m, v) = (random(&shape, 10), random(&shape, 11));
+        let v = G::float_abs(v);
+        let s = AdamStep {
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+            time: 3,
+        };
+        let got = G::adam_step(w.clone(), g.clone(), m.clone(), v.clone(), s, &lr);
+        let want = composed::adam_step::<G>((w, g, m, v), s, &lr);
+        close(&values_nd(got.0), &values_nd(want.0), "adam w");
+        close(&values_nd(got.1), &values_nd(want.1), "adam m");
+        close(&values_nd(got.2), &values_nd(want.2), "adam v");
+    }
+}
+
+#[test]
+fn the_cross_entropy_matches_the_composition() {
+    for (rows, classes) in [(1, 1), (1, 10), (64, 10), (300, 3), (1000, 7)] {
+        let z = random(&[rows, classes], 12);
+        let labels: Vec<i32> = (0..rows).map(|r| ((r * 7 + 3) % classes) as i32).collect();
+        let labels = Tensor::<G, 1, Int>::from_ints(labels.as_slice(), &device()).into_primitive();
+        let (loss, correct) = G::cross_entropy(z.clone(), labels.clone());
+        let (want_loss, want_correct) = composed::cross_entropy::<G>(z.clone(), labels.clone());
+        let what = format!("{rows}x{classes}");
+        close(&values(loss), &values(want_loss), &format!("loss {what}"));
+        assert_eq!(values(correct), values(want_correct), "correct {what}");
+        let grad = random(&[1], 13);
+        let got = G::cross_entropy_backward(z.clone(), labels.clone(), grad.clone());
+        let want = composed::cross_entropy_backward::<G>(z, labels, grad);
+        close(&values_nd(got), &values_nd(want), &format!("dz {what}"));
+    }
+}
+
+#[test]
+fn the_binary_cross_entropy_matches_the_composition() {
+    for rows in [1, 2, 255, 2048, 5000] {
+        let z = random(&[rows, 1], 14);
+        let labels: Vec<i32> = (0..rows).map(|r| ((r * 5 + 1) % 3 % 2) as i32).collect();
+        let labels = Tensor::<G, 1, Int>::from_ints(labels.as_slice(), &device())
+            .reshape([rows, 1])
+            .into_primitive();
+        let (loss, correct) = G::binary_cross_entropy(z.clone(), labels.clone());
+        let (want_loss, want_correct) =
+            composed::binary_cross_entropy::<G>(z.clone(), labels.clone());
+        close(&values(loss), &values(want_loss), &format!("loss {rows}"));
+        assert_eq!(values(correct), values(want_correct), "correct {rows}");
+        let grad = random(&[1], 15);
+        let got = G::binary_cross_entropy_backward(z.clone(), labels.clone(), grad.clone());
+        let want = composed::binary_cross_entropy_backward::<G>(z, labels, grad);
+        close(&values_nd(got), &values_nd(want), &format!("dz {rows}"));
+    }
+}
