@@ -33,7 +33,7 @@ bench-ops:   ## this machine's fp32 peak (benches/peak.rs), then the CPU kernels
 	$(CARGO) bench --bench peak
 	$(CARGO) bench --bench ops
 
-bench-peers: data build   ## ember against PyTorch, Keras and JAX side by side -> BENCHMARKS.md
+bench-peers: data build   ## ember against PyTorch, Keras and JAX side by side -> docs/benchmarks/
 	scripts/bench-peers.sh
 
 gpu-pack:    ## what scripts/gpu-check.sh needs on a GPU machine (binary + data, < 64 MiB)

@@ -1,6 +1,7 @@
 //! This machine's fp32 peak: the multiply-adds per second that one core (and every core at
-//! once) retires when nothing but independent FMAs are in flight. `BENCHMARKS.md` states each
-//! job's speed as a share of it. `cargo bench --bench peak` (`make bench-ops` runs it).
+//! once) retires when nothing but independent FMAs are in flight. `make bench-peers`' reports
+//! (docs/benchmarks/) state each job's speed as a share of it. `cargo bench --bench peak`
+//! (`make bench-ops` runs it).
 //!
 //! The loop keeps 12 independent accumulators busy: enough to cover the FMA latency (4 cycles
 //! on Zen 3 and 4, 4 on Sapphire Rapids) times the FMA pipes (2), so the pipes, not the

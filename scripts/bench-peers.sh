@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make bench-peers`: ember and the peer scripts of bench/peers (PyTorch as posted, PyTorch
 # best effort, Keras fit, JAX jit step, JAX jit + scan) on the same machine, with the same thread
-# count, pinned to the same cores, in alternating runs; then BENCHMARKS.md from the records.
+# count, pinned to the same cores, in alternating runs; then a study of the run from the
+# records (docs/benchmarks/bench-peers-DATE.md, or REPORT), whose figures BENCHMARKS.md's
+# tables take by hand.
 #
 #   scripts/bench-peers.sh                    # 1 and 2 threads, 3 rounds, the three jobs + the recipe
 #   ROUNDS=1 JOBS=tabular-mlp THREADS_LIST=1 scripts/bench-peers.sh
@@ -12,7 +14,8 @@
 # requirements.txt on first use: about 5 GB), PEERS_DATA (/tmp/peers-data), PEERS_MAX_S (20: a
 # peer run stops after the epoch that passes this many seconds, at least 2 epochs),
 # QUIET_WAIT (60: seconds to wait for other processes to go quiet before each run; 0 = don't),
-# BENCH_OUT (bench-out: records and logs), REPORT (BENCHMARKS.md), HIDE_AVX512 (0; 1 = every run,
+# BENCH_OUT (bench-out: records and logs), REPORT (docs/benchmarks/bench-peers-DATE.md, DATE
+# today's, UTC; a path from the repository root), HIDE_AVX512 (0; 1 = every run,
 # ember's, the peers' and the peak's, sees this CPU without AVX-512: the AVX2 machine's paths on
 # this machine's cores, through scripts/hide-avx512.c; needs gcc and CPUID faulting).
 set -euo pipefail
@@ -32,7 +35,7 @@ JOBS=${JOBS:-"fashion-mlp tabular-mlp linear-scalar fashion-mlp-tuned"}
 QUIET_WAIT=${QUIET_WAIT:-60}
 HIDE_AVX512=${HIDE_AVX512:-0}
 OUT=$root/${BENCH_OUT:-bench-out}
-REPORT=$root/${REPORT:-BENCHMARKS.md}
+REPORT=$root/${REPORT:-docs/benchmarks/bench-peers-$(date -u +%Y-%m-%d).md}
 PEER_VARIANTS=${PEER_VARIANTS:-"torch_bench.py:--variant posted|torch_bench.py:--variant best|keras_bench.py:|jax_bench.py:--variant step|jax_bench.py:--variant scan"}
 
 # Epochs of `ember bench` per job: enough steady epochs for a median, about 20 s each way.
@@ -136,9 +139,12 @@ for threads in $THREADS_LIST; do
   done
 done
 
+mkdir -p "$(dirname "$REPORT")"
 python3 scripts/bench_report.py table --records "$records" --commit "$(cat "$OUT/commit")" \
   --command "$0 (ROUNDS=$ROUNDS THREADS_LIST='$THREADS_LIST' PEERS_MAX_S=$PEERS_MAX_S HIDE_AVX512=$HIDE_AVX512)" \
   --peers-python "$PY" ${peak:+--peak-gflops "$peak"} ${peak_width:+--peak-width "$peak_width"} \
   --simd "$(cat "$OUT/simd.txt")" > "$REPORT.tmp"
 mv "$REPORT.tmp" "$REPORT"
 echo "wrote $REPORT (records: $records)"
+echo "to keep it: list it in docs/benchmarks/README.md, copy the records to bench/records/," \
+  "and update BENCHMARKS.md's table for this machine class"

@@ -5,7 +5,8 @@
       runs `ember bench --json` (CMD), measures how busy the other processes kept the machine
       meanwhile (as the peers' common.py does), and appends one record to RECORDS.
   bench_report.py table --records RECORDS --commit C --command CMD [--peers-python PY]
-      prints BENCHMARKS.md: one table per job, every peer's steps/s and ember's ratio to it.
+      prints a study of the run (scripts/bench-peers.sh writes it to docs/benchmarks/): one
+      table per job, every peer's steps/s and ember's ratio to it.
   bench_report.py gpu --out OUT --device DEV --full-epochs N
       prints gpu-check.md from what scripts/gpu-check.sh left in OUT: the GPU-path suite on cuda
       and wgpu, the full fashion-mlp run, ember bench against the PyTorch peers; exit 1 when a
@@ -197,10 +198,11 @@ def table(a):
     threads_seen = sorted({r["threads"] for r in records})
     out = []
     w = out.append
-    w("# Benchmarks: ember against PyTorch, Keras and JAX on the CPU\n")
+    w(f"# ember against PyTorch, Keras and JAX on the CPU ({time.strftime('%Y-%m-%d')}, {a.commit})\n")
     w("Made by `make bench-peers` (`scripts/bench-peers.sh`); every number below comes from one run "
-      "of it on this machine, from the records in `bench-out/records.jsonl` (copy them to "
-      "`docs/benchmarks-records.jsonl` when committing a new BENCHMARKS.md).\n")
+      "of it on this machine, from the records in `bench-out/records.jsonl` (keep them in "
+      "`bench/records/MACHINE.jsonl`, and the current figures in BENCHMARKS.md's tables, when "
+      "committing this study).\n")
     w(f"- Machine: {machine()}")
     w(f"- Versions: {versions(records, a.peers_python)}")
     w(f"- ember commit: {a.commit}; command: `{a.command}`")

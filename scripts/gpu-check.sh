@@ -27,7 +27,7 @@
 # (scripts/bench_report.py gpu). Exit 1 when a check fails: a failed CUDA or wgpu suite, an
 # incomplete full run, a missing bench.
 #
-# Time on an H200 (measured 2026-12-04, BENCHMARKS.md "The second lease"): each suite run takes
+# Time on an H200 (measured 2026-12-04, docs/benchmarks/cuda-on-h200.md): each suite run takes
 # 15 to 40 s with SUITE_THREADS=6 tests at once (it is cut off after SUITE_TIMEOUT s, 120),
 # fashion-mlp's 20 epochs 35 s, the CNN's 15 about 2 minutes, each bench and PyTorch run 15 to
 # 100 s, the replicas step (one run, replicas, 16 processes twice) about 4 minutes: an

@@ -8,7 +8,7 @@
 // leaf 7 (and AVX10's) and steps over the instruction. The setting is per thread, inherited by
 // new threads and reset by execve, so each process of a run loads the library again
 // (LD_PRELOAD is inherited). The kernel rewrites the faulting setting at each switch between a
-// faulting thread and another; BENCHMARKS.md measures what that costs.
+// faulting thread and another; docs/benchmarks/avx2-paths-on-zen4.md measures what that costs.
 //
 // The program keeps its own SIGSEGV handler (Rust's stack-overflow guard, Python's
 // faulthandler): sigaction() and signal() for SIGSEGV are intercepted, the program's handler

@@ -42,7 +42,7 @@ pub fn keep_freed_memory() {
 /// contiguous memory: reading a 2,000,000-row table after `pandas.read_csv` had read it took
 /// 1.9 s, 1.4 s of it in the kernel, against 1.3 s and 0.4 s on small pages. Training steps
 /// lose about 2 % (fashion-mlp on an AVX-512 machine), less than the whole run gains
-/// (BENCHMARKS.md, reading a large table). `MIMALLOC_ALLOW_THP` set leaves huge pages on.
+/// (docs/benchmarks/reading-a-large-table.md). `MIMALLOC_ALLOW_THP` set leaves huge pages on.
 pub fn small_pages() {
     #[cfg(target_os = "linux")]
     if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {

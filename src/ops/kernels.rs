@@ -301,7 +301,8 @@ const PARALLEL_ELEMENTS: usize = 1 << 16;
 /// The same for dropout, whose two hash rounds cost several times an optimizer's arithmetic
 /// per element: fashion-mlp's hidden layers (64 x 512 = 32,768) are above it. Below the
 /// optimizer's threshold, their dropout ran on one thread while the other waited, about 9 % of
-/// a 2-thread step against 3 % of a 1-thread one (BENCHMARKS.md, "Subnormals").
+/// a 2-thread step against 3 % of a 1-thread one
+/// (docs/benchmarks/adam-and-subnormals-on-sapphire-rapids.md, "Subnormals").
 const DROPOUT_PARALLEL_ELEMENTS: usize = 1 << 14;
 
 /// One piece per pool thread, or `None` when `n` elements (fewer than `least`) are not worth
@@ -775,9 +776,10 @@ fn turns_over(
 
 /// Whether turning a forward product over pays on this CPU: only where the gemm crate runs its
 /// AVX-512 kernel. fashion-mlp at one thread, the same binary with the turn and without
-/// (BENCHMARKS.md, "The forward turned over at one thread does not pay on AVX2"): 1.07x with it
-/// on an Emerald Rapids Xeon, even on a Zen 4 (within the noise); with the crate's FMA kernel
-/// (that Zen 4 with AVX-512 hidden, an AVX2 machine's path) 1.09x to 1.13x faster without it.
+/// (docs/benchmarks/avx2-paths-on-zen4.md, "The forward turned over at one thread does not pay
+/// on AVX2"): 1.07x with it on an Emerald Rapids Xeon, even on a Zen 4 (within the noise); with
+/// the crate's FMA kernel (that Zen 4 with AVX-512 hidden, an AVX2 machine's path) 1.09x to
+/// 1.13x faster without it.
 /// Either way gives the same bits; the tests take the turn wherever they run (`with_turn`).
 fn turn_pays() -> bool {
     #[cfg(test)]

@@ -4,9 +4,10 @@
 //! first layer's weights of a pixel that is black in most images): `m` falls by 0.9 a step and
 //! is subnormal (below 1.2e-38) some 800 steps later. On Intel cores every operation on a
 //! subnormal takes a microcode assist of about a hundred cycles, and fashion-mlp's tuned recipe
-//! (Adam) ran at a quarter of its SGD speed on a Sapphire Rapids machine (`BENCHMARKS.md`,
-//! "Subnormals"); AMD cores take them at full speed. TensorFlow and XLA run their CPU kernels
-//! with the same two MXCSR flags set, and PyTorch offers them (`torch.set_flush_denormal`).
+//! (Adam) ran at a quarter of its SGD speed on a Sapphire Rapids machine
+//! (`docs/benchmarks/adam-and-subnormals-on-sapphire-rapids.md`); AMD cores take them at full
+//! speed. TensorFlow and XLA run their CPU kernels with the same two MXCSR flags set, and
+//! PyTorch offers them (`torch.set_flush_denormal`).
 //!
 //! The flags are set for the span of one kernel call and restored after it, so nothing outside
 //! ember's kernels (Burn's operations, the gemm crate, the user's process) sees them. A value

@@ -81,13 +81,13 @@ pub(super) fn kernel_for(
 }
 
 /// Whether [`dots_per_row`] beats the crate's matrix-vector kernel on rows of `k` at `lanes`
-/// (both at the same width; 2,048 rows, one thread, Emerald Rapids, `BENCHMARKS.md`). A
-/// gather costs a load per row and element, where the crate loads whole vectors along a row
-/// and pays a horizontal sum per row. With 16 lanes, rows shorter than 32 gained 1.1x to 5x
-/// (the shorter, the more: below 16 the crate adds up a vector of zeros for each row); with
-/// 8 lanes only rows between one and two vectors gained (1.1x and 1.3x at 10 and 12, 0.7x at
-/// 8, 0.4x to 0.8x from 16). Longer rows would also start with the crate's eight vectors of
-/// partial sums, not copied here.
+/// (both at the same width; 2,048 rows, one thread, Emerald Rapids,
+/// `docs/benchmarks/tabular-mlp-on-emerald-rapids.md`). A gather costs a load per row and
+/// element, where the crate loads whole vectors along a row and pays a horizontal sum per row.
+/// With 16 lanes, rows shorter than 32 gained 1.1x to 5x (the shorter, the more: below 16 the
+/// crate adds up a vector of zeros for each row); with 8 lanes only rows between one and two
+/// vectors gained (1.1x and 1.3x at 10 and 12, 0.7x at 8, 0.4x to 0.8x from 16). Longer rows
+/// would also start with the crate's eight vectors of partial sums, not copied here.
 fn dots_pay(k: usize, lanes: usize) -> bool {
     match lanes {
         16 => k < 32,

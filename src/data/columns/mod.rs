@@ -670,7 +670,8 @@ impl Unseen {
 /// The bytes of the rows one task of [`interleave`] encodes: each column writes its inputs into
 /// every row of the block in turn, so the block should stay in a core's L2 cache (2 MB on the
 /// Xeon measured) for all of them. Blocks of 16,384 rows of 55 inputs (3.6 MB) made the
-/// data phase of a 2,000,000-row table 0.1 s slower than 2,048 rows (BENCHMARKS.md).
+/// data phase of a 2,000,000-row table 0.1 s slower than 2,048 rows
+/// (docs/benchmarks/reading-a-large-table.md).
 const ENCODE_BLOCK_BYTES: usize = 512 * 1024;
 
 /// Rows of `width` inputs in one block of [`ENCODE_BLOCK_BYTES`], at least 64.
