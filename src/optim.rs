@@ -22,6 +22,45 @@ fn tensor<B: Backend, const D: usize>(p: burn::tensor::ops::FloatTensor<B>) -> T
     Tensor::from_primitive(TensorPrimitive::Float(p))
 }
 
+/// Burn's `SimpleOptimizer` for one of ember's optimizers, whose step at the Learner's one
+/// learning rate is its [`StepAt::step_at`] at [`Lr::One`], and its `init` as a Burn
+/// optimizer of a module. A macro, since Rust allows no blanket impl of Burn's trait.
+macro_rules! simple_optimizer {
+    ($optimizer:ident, $state:ident) => {
+        impl<B: EmberBackend> SimpleOptimizer<B> for $optimizer {
+            type State<const D: usize> = $state<B, D>;
+
+            fn step<const D: usize>(
+                &self,
+                lr: f64,
+                tensor: Tensor<B, D>,
+                grad: Tensor<B, D>,
+                state: Option<Self::State<D>>,
+            ) -> (Tensor<B, D>, Option<Self::State<D>>) {
+                self.step_at(&Lr::One(lr), tensor, grad, state)
+            }
+
+            fn to_device<const D: usize>(
+                state: Self::State<D>,
+                device: &B::Device,
+            ) -> Self::State<D> {
+                state.moved_to(device)
+            }
+        }
+
+        impl $optimizer {
+            pub fn init<B: AutodiffBackend, M: AutodiffModule<B>>(
+                self,
+            ) -> OptimizerAdaptor<$optimizer, M, B>
+            where
+                B::InnerBackend: EmberBackend,
+            {
+                OptimizerAdaptor::from(self)
+            }
+        }
+    };
+}
+
 /// SGD as PyTorch's: `g += weight_decay * w`; with momentum `v = momentum * v + (1 -
 /// dampening) * g` (the first step `v = g`) and `g = v`, or `g += momentum * v` (Nesterov);
 /// then `w -= lr * g`.
@@ -39,22 +78,12 @@ pub struct SgdState<B: Backend, const D: usize> {
     pub velocity: Tensor<B, D>,
 }
 
-impl<B: EmberBackend> SimpleOptimizer<B> for Sgd {
-    type State<const D: usize> = SgdState<B, D>;
+simple_optimizer!(Sgd, SgdState);
 
-    fn step<const D: usize>(
-        &self,
-        lr: f64,
-        tensor: Tensor<B, D>,
-        grad: Tensor<B, D>,
-        state: Option<Self::State<D>>,
-    ) -> (Tensor<B, D>, Option<Self::State<D>>) {
-        self.step_at(&Lr::One(lr), tensor, grad, state)
-    }
-
-    fn to_device<const D: usize>(state: Self::State<D>, device: &B::Device) -> Self::State<D> {
+impl<B: Backend, const D: usize> SgdState<B, D> {
+    fn moved_to(self, device: &B::Device) -> Self {
         SgdState {
-            velocity: state.velocity.to_device(device),
+            velocity: self.velocity.to_device(device),
         }
     }
 }
@@ -103,15 +132,6 @@ impl<B: EmberBackend> StepAt<B> for Sgd {
     }
 }
 
-impl Sgd {
-    pub fn init<B: AutodiffBackend, M: AutodiffModule<B>>(self) -> OptimizerAdaptor<Sgd, M, B>
-    where
-        B::InnerBackend: EmberBackend,
-    {
-        OptimizerAdaptor::from(self)
-    }
-}
-
 /// Adam with PyTorch's update (bias-corrected moments, `eps` added to `sqrt(v_hat)`). Weight
 /// decay is an L2 term in the gradient (`Adam`), or with `decoupled` a shrink of the weights
 /// by `lr * weight_decay` beside the Adam step (`AdamW`).
@@ -132,24 +152,14 @@ pub struct AdamState<B: Backend, const D: usize> {
     pub moment_2: Tensor<B, D>,
 }
 
-impl<B: EmberBackend> SimpleOptimizer<B> for Adam {
-    type State<const D: usize> = AdamState<B, D>;
+simple_optimizer!(Adam, AdamState);
 
-    fn step<const D: usize>(
-        &self,
-        lr: f64,
-        tensor: Tensor<B, D>,
-        grad: Tensor<B, D>,
-        state: Option<Self::State<D>>,
-    ) -> (Tensor<B, D>, Option<Self::State<D>>) {
-        self.step_at(&Lr::One(lr), tensor, grad, state)
-    }
-
-    fn to_device<const D: usize>(state: Self::State<D>, device: &B::Device) -> Self::State<D> {
+impl<B: Backend, const D: usize> AdamState<B, D> {
+    fn moved_to(self, device: &B::Device) -> Self {
         AdamState {
-            time: state.time,
-            moment_1: state.moment_1.to_device(device),
-            moment_2: state.moment_2.to_device(device),
+            time: self.time,
+            moment_1: self.moment_1.to_device(device),
+            moment_2: self.moment_2.to_device(device),
         }
     }
 }
@@ -190,15 +200,6 @@ impl<B: EmberBackend> StepAt<B> for Adam {
                 moment_2: self::tensor(v),
             }),
         )
-    }
-}
-
-impl Adam {
-    pub fn init<B: AutodiffBackend, M: AutodiffModule<B>>(self) -> OptimizerAdaptor<Adam, M, B>
-    where
-        B::InnerBackend: EmberBackend,
-    {
-        OptimizerAdaptor::from(self)
     }
 }
 
