@@ -400,11 +400,8 @@ def gpu(a):
     else:
         w(f"\n## 2b. fashion-cnn on {dev}\n\n{NOT_IN_PARTS}")
     w(f"\n## 3. Speed on {dev}: ember against PyTorch (steps/s, median after the first epoch)\n")
-    bench = {}
-    path = os.path.join(out, "bench.jsonl")
-    for ln in open(path) if "bench" in parts and os.path.exists(path) else []:
-        r = json.loads(ln)
-        bench[r["job"]] = r
+    bench = by_job(os.path.join(out, "bench.jsonl"), "bench" in parts)
+    composed = by_job(os.path.join(out, "bench-composed.jsonl"), "bench" in parts)
     torch_r = {}
     path = os.path.join(out, "torch.jsonl")
     for ln in open(path) if "peers" in parts and os.path.exists(path) else []:
@@ -412,6 +409,7 @@ def gpu(a):
         torch_r[(r["job"], r["variant"])] = r
     if "bench" in parts or "peers" in parts:
         speed_rows(bench, torch_r, parts, w, failed)
+        kernel_rows(bench, composed, w)
     else:
         w(NOT_IN_PARTS)
     if "bench" in parts:
@@ -422,6 +420,30 @@ def gpu(a):
     w("\n" + (f"All checks of the parts run ({ran}) passed." if not failed else "FAILED: " + ", ".join(failed)))
     print("\n".join(lines))
     sys.exit(1 if failed else 0)
+
+
+def by_job(path, wanted):
+    """The bench records of a JSONL file, by job; none where the part did not run."""
+    records = {}
+    for ln in open(path) if wanted and os.path.exists(path) else []:
+        r = json.loads(ln)
+        records[r["job"]] = r
+    return records
+
+
+def kernel_rows(bench, composed, w):
+    """ember's GPU kernels against Burn's compositions of the same operations, a row per job."""
+    if not composed:
+        return
+    w("\nember's GPU kernels against Burn's compositions (`EMBER_GPU_KERNELS=0`), steps/s through "
+      "the Learner:\n")
+    w("| job | ember's kernels | Burn's compositions | kernels / compositions |")
+    w("|---|---|---|---|")
+    for job, c in composed.items():
+        b = bench.get(job)
+        k, o = (b["learner"]["steps_per_s"] if b else None), c["learner"]["steps_per_s"]
+        ratio = f"{k / o:.2f}x" if k else "–"
+        w(f"| {job} | {format(k, ',.0f') if k else '–'} | {o:,.0f} | {ratio} |")
 
 
 def speed_rows(bench, torch_r, parts, w, failed):

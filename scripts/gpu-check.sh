@@ -312,6 +312,16 @@ bench_part() {
       | sed "s/^{\"job\":\"[^\"]*\"/{\"job\":\"$job\"/" >> "$OUT/bench.jsonl" || true
   done
 
+  # The MLPs again on Burn's compositions instead of ember's GPU kernels (EMBER_GPU_KERNELS=0,
+  # docs/devices.md): what the kernels gain on this device. linear-scalar takes none of them.
+  : > "$OUT/bench-composed.jsonl"
+  for job in fashion-mlp tabular-mlp; do
+    log "ember bench $job on $DEV with Burn's compositions"
+    EMBER_GPU_KERNELS=0 "$EMBER" bench "configs/$job.toml" --device "$DEV" --epochs "${BENCH_EPOCHS[$job]}" \
+      "${LIMIT[@]}" --json 2>>"$OUT/steps.log" | grep '^{' \
+      | sed "s/^{\"job\":\"[^\"]*\"/{\"job\":\"$job\"/" >> "$OUT/bench-composed.jsonl" || true
+  done
+
   log "ember bench fashion-mlp --replicas $REPLICAS on $DEV"
   "$EMBER" bench configs/fashion-mlp.toml --replicas "$REPLICAS" --epochs 1 --device "$DEV" "${LIMIT[@]}" \
     --json 2>>"$OUT/steps.log" | grep '^{' > "$OUT/replicas.jsonl" || true
