@@ -10,7 +10,7 @@ use crate::console::{Console, Verbosity};
 use crate::data::loader::{EpochCell, LoaderBuilder};
 use crate::data::{self, HostData};
 use crate::device::launches::{Meter, StepCost};
-use crate::device::thread_time::ThreadTime;
+use crate::device::thread_time::ThreadClock;
 use crate::device::{self, Backends, Device, DeviceRequest, OnBackend, TrainBackend};
 use crate::error::Result;
 use crate::model::{StepTotals, TrainableModel};
@@ -358,11 +358,11 @@ fn host_cost<B: TrainBackend, M: TrainableModel<B>, O: Optimizer<M, B>>(
     let _ = B::sync(device);
     let (mut host_ns, mut steps) = (0, 0);
     for batch in loader.iter().take(20) {
-        let before = ThreadTime::now();
+        let before = ThreadClock::now();
         let out = TrainStep::step(model, batch);
         *model = optim.step(lr, model.clone(), out.grads);
         let _ = B::sync(device);
-        host_ns += ThreadTime::now().since(before).host_ns;
+        host_ns += ThreadClock::now().since(&before).host_ns;
         steps += 1;
     }
     host_ns as f64 / 1e6 / steps.max(1) as f64

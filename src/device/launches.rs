@@ -81,7 +81,7 @@ pub struct StepCost {
 /// launches and CPU time of exactly those steps are counted.
 pub struct Meter {
     launches: Option<u64>,
-    time: super::thread_time::ThreadTime,
+    time: super::thread_time::ThreadClock,
 }
 
 impl Meter {
@@ -90,7 +90,7 @@ impl Meter {
         let _ = B::sync(device);
         Meter {
             launches: enabled().then(settled),
-            time: super::thread_time::ThreadTime::now(),
+            time: super::thread_time::ThreadClock::now(),
         }
     }
 
@@ -101,7 +101,7 @@ impl Meter {
         steps: usize,
     ) -> StepCost {
         let _ = B::sync(device);
-        let time = super::thread_time::ThreadTime::now().since(self.time);
+        let time = super::thread_time::ThreadClock::now().since(&self.time);
         let steps = steps.max(1) as f64;
         StepCost {
             launches: self

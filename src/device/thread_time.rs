@@ -5,44 +5,59 @@
 //! every other thread (the one that drives training, Burn's fusion stream `DSU-*`, allocators)
 //! is the host's.
 
-/// CPU nanoseconds so far: (host threads, device server threads).
+/// CPU nanoseconds: (host threads, device server threads).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ThreadTime {
     pub host_ns: u64,
     pub device_ns: u64,
 }
 
-impl ThreadTime {
-    /// The CPU time of every live thread of this process so far; zero where `/proc` cannot
+/// Each live thread's CPU time at one moment, by thread id, for [`ThreadClock::since`].
+#[derive(Debug, Clone, Default)]
+pub struct ThreadClock {
+    /// (thread id, a device server thread, CPU nanoseconds so far), in id order.
+    threads: Vec<(u32, bool, u64)>,
+}
+
+impl ThreadClock {
+    /// The CPU time of every live thread of this process so far; none where `/proc` cannot
     /// tell (not Linux).
-    pub fn now() -> ThreadTime {
-        let mut t = ThreadTime::default();
+    pub fn now() -> ThreadClock {
         let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-            return t;
+            return ThreadClock::default();
         };
-        for task in tasks.flatten() {
-            let path = task.path();
-            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-            let stat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
-            let ns: u64 = stat
-                .split_whitespace()
-                .next()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            match is_device_thread(comm.trim()) {
-                true => t.device_ns += ns,
-                false => t.host_ns += ns,
+        let mut threads: Vec<(u32, bool, u64)> = tasks
+            .flatten()
+            .filter_map(|task| {
+                let id = task.file_name().to_str()?.parse().ok()?;
+                let path = task.path();
+                let comm = std::fs::read_to_string(path.join("comm")).ok()?;
+                let stat = std::fs::read_to_string(path.join("schedstat")).ok()?;
+                let ns = stat.split_whitespace().next()?.parse().ok()?;
+                Some((id, is_device_thread(comm.trim()), ns))
+            })
+            .collect();
+        threads.sort_unstable();
+        ThreadClock { threads }
+    }
+
+    /// The CPU time spent since `earlier`, thread by thread: a thread's own difference, or all
+    /// of a thread's time where it started since. A thread that ended meanwhile is not counted
+    /// (its time is gone from `/proc`), and takes nothing from the others'.
+    pub fn since(&self, earlier: &ThreadClock) -> ThreadTime {
+        let mut t = ThreadTime::default();
+        for &(id, device, ns) in &self.threads {
+            let before = earlier
+                .threads
+                .binary_search_by_key(&id, |&(id, _, _)| id)
+                .map_or(0, |at| earlier.threads[at].2);
+            let spent = ns.saturating_sub(before);
+            match device {
+                true => t.device_ns += spent,
+                false => t.host_ns += spent,
             }
         }
         t
-    }
-
-    /// The time spent since `earlier` (threads that ended meanwhile are not counted).
-    pub fn since(self, earlier: ThreadTime) -> ThreadTime {
-        ThreadTime {
-            host_ns: self.host_ns.saturating_sub(earlier.host_ns),
-            device_ns: self.device_ns.saturating_sub(earlier.device_ns),
-        }
     }
 }
 
@@ -57,15 +72,15 @@ mod tests {
 
     #[test]
     fn this_thread_s_work_counts_as_the_host_s() {
-        let before = ThreadTime::now();
+        let before = ThreadClock::now();
         let mut x = 0u64;
         let started = std::time::Instant::now();
         while started.elapsed() < std::time::Duration::from_millis(30) {
             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
         }
-        let spent = ThreadTime::now().since(before);
+        let spent = ThreadClock::now().since(&before);
+        // Other tests' threads may add to either sum, never take from it.
         assert!(spent.host_ns >= 10_000_000, "{spent:?} ({x})");
-        assert_eq!(spent.device_ns, 0);
     }
 
     #[test]
@@ -74,5 +89,30 @@ mod tests {
         assert!(is_device_thread("llvmpipe-1"));
         assert!(!is_device_thread("DSU-3-0"));
         assert!(!is_device_thread("ember-cpu-0"));
+    }
+
+    /// A thread that ends between the two readings takes nothing from the time of the others.
+    #[test]
+    fn a_thread_that_ends_meanwhile_does_not_cancel_this_one_s_work() {
+        let busy = |ms| {
+            let started = std::time::Instant::now();
+            let mut x = 0u64;
+            while started.elapsed() < std::time::Duration::from_millis(ms) {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            x
+        };
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            busy(60);
+            wait.recv().ok();
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let before = ThreadClock::now();
+        let x = busy(20);
+        go.send(()).unwrap();
+        other.join().unwrap();
+        let spent = ThreadClock::now().since(&before);
+        assert!(spent.host_ns >= 5_000_000, "{spent:?} ({x})");
     }
 }
