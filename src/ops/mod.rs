@@ -637,42 +637,44 @@ fn bce_composed_backward<B: Backend>(
 /// A classifier's mean cross-entropy (Burn's `CrossEntropyLoss`) and its correct rows (as a
 /// float count): one operation of the backend's where it has one
 /// ([`EmberBackend::fused_cross_entropy`]), else Burn's `argmax` and `CrossEntropyLoss` on this
-/// backend, whose bits the CPU's loss pins hold.
+/// backend (`composed::cross_entropy`), whose bits the CPU's loss pins hold.
 pub fn cross_entropy<B: EmberBackend>(
     logits: Tensor<B, 2>,
     labels: Tensor<B, 1, Int>,
 ) -> (Tensor<B, 1>, Tensor<B, 1>) {
-    if !B::fused_cross_entropy() {
-        let predicted = logits.clone().argmax(1).squeeze_dim::<1>(1);
-        let correct = predicted.equal(labels.clone()).float().sum();
-        let loss = burn::nn::loss::CrossEntropyLossConfig::new()
-            .init(&logits.device())
-            .forward(logits, labels);
-        return (loss, correct);
-    }
-    let (loss, correct) =
-        B::cross_entropy(logits.into_primitive().tensor(), labels.into_primitive());
-    let float = |t| Tensor::from_primitive(TensorPrimitive::Float(t));
-    (float(loss), float(correct))
+    let (logits, labels) = (logits.into_primitive().tensor(), labels.into_primitive());
+    let (loss, correct) = match B::fused_cross_entropy() {
+        true => B::cross_entropy(logits, labels),
+        false => composed::cross_entropy::<B>(logits, labels),
+    };
+    (float_tensor(loss), float_tensor(correct))
 }
 
 /// A binary classifier's mean cross-entropy on logits `[rows, 1]` (Burn's
 /// `BinaryCrossEntropyLoss` with logits) and its correct rows (as a float count): one operation
 /// of the backend's where it has one ([`EmberBackend::fused_cross_entropy`]), else Burn's
-/// comparisons and [`bce_logits`] on this backend, whose bits the CPU's loss pins hold.
+/// comparisons and [`EmberBackend::bce_logits`] on this backend
+/// (`composed::binary_cross_entropy`), whose bits the CPU's loss pins hold.
 pub fn binary_cross_entropy<B: EmberBackend>(
     logits: Tensor<B, 2>,
     labels: Tensor<B, 2, Int>,
 ) -> (Tensor<B, 1>, Tensor<B, 1>) {
-    if !B::fused_cross_entropy() {
-        let predicted = logits.clone().greater_elem(0.0).int();
-        let correct = predicted.equal(labels.clone()).float().sum();
-        return (bce_logits(logits, labels), correct);
-    }
-    let (loss, correct) =
-        B::binary_cross_entropy(logits.into_primitive().tensor(), labels.into_primitive());
-    let float = |t| Tensor::from_primitive(TensorPrimitive::Float(t));
-    (float(loss), float(correct))
+    assert_eq!(
+        logits.dims(),
+        labels.dims(),
+        "logits and targets differ in shape"
+    );
+    let (logits, labels) = (logits.into_primitive().tensor(), labels.into_primitive());
+    let (loss, correct) = match B::fused_cross_entropy() {
+        true => B::binary_cross_entropy(logits, labels),
+        false => composed::binary_cross_entropy::<B>(logits, labels),
+    };
+    (float_tensor(loss), float_tensor(correct))
+}
+
+/// A float primitive as a tensor.
+fn float_tensor<B: Backend, const D: usize>(t: FloatTensor<B>) -> Tensor<B, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(t))
 }
 
 /// A classifier's mean loss `[1]` and its count `[1]` of correct rows.
