@@ -14,6 +14,7 @@ use crate::device::thread_time::ThreadClock;
 use crate::device::{self, Backends, Device, DeviceRequest, OnBackend, TrainBackend};
 use crate::error::Result;
 use crate::model::{StepTotals, TrainableModel};
+use crate::stats::median;
 use crate::train::{TrainArgs, Training};
 use burn::data::dataloader::DataLoader;
 use burn::optim::Optimizer;
@@ -93,19 +94,6 @@ impl StepReport {
             "  per step {launches}host threads {:.3} ms CPU (steps one at a time), device threads {:.3} ms CPU",
             self.host_cpu_ms, self.device_cpu_ms
         )
-    }
-}
-
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
     }
 }
 

@@ -136,3 +136,10 @@ pub fn human_bytes(b: u64) -> String {
         _ => format!("{:.1} GB", b as f64 / 1e9),
     }
 }
+
+/// This ember binary's absolute path: what a sweep's trials, its Slurm tasks and
+/// `ember bench --replicas`' single runs run.
+pub fn ember_binary() -> Result<std::path::PathBuf> {
+    std::env::current_exe()
+        .map_err(|e| EmberError::Runtime(format!("cannot find the ember binary: {e}")))
+}

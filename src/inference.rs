@@ -16,8 +16,8 @@ use crate::fs::write_atomic;
 use crate::input_err;
 use crate::model::{EmberModel, StepStats, StepTotals, TrainableModel, WithModel};
 use crate::ops::EmberBackend;
+use crate::run::checkpoint;
 use crate::run::folder;
-use crate::train::checkpoint;
 use burn::data::dataloader::DataLoader;
 use std::path::{Path, PathBuf};
 
@@ -453,29 +453,22 @@ impl ModelTask for Predict {
 
 /// `ember export`.
 pub struct Export {
-    pub format: ExportFormat,
+    pub format: export::Format,
     pub layout: Layout,
     pub out: PathBuf,
     /// The run's resolved config: the job's name, and for ONNX its preprocessing.
     pub config: JobConfig,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExportFormat {
-    Safetensors,
-    Burn,
-    Onnx,
-}
-
 impl ModelTask for Export {
     type Output = ();
     fn run<B: EmberBackend, M: EmberModel<B>>(self, model: M, _: &B::Device) -> Result<()> {
         match self.format {
-            ExportFormat::Burn => export::save_burn(&model, &self.out),
-            ExportFormat::Safetensors => {
+            export::Format::Burn => export::save_burn(&model, &self.out),
+            export::Format::Safetensors => {
                 export::save_safetensors(&model, &self.out, self.layout, self.config.name())
             }
-            ExportFormat::Onnx => write_atomic(
+            export::Format::Onnx => write_atomic(
                 &self.out,
                 &crate::onnx::bytes(&self.config, &model.network())?,
             ),
@@ -662,7 +655,7 @@ fn kept_columns(config: &JobConfig, input: &Path, keep: &[String]) -> Result<Kep
 pub fn export_command<D: Backends>(
     source: &ModelSource,
     model: &Path,
-    format: ExportFormat,
+    format: export::Format,
     layout: Layout,
     out: Option<PathBuf>,
 ) -> Result<String> {
@@ -673,9 +666,9 @@ pub fn export_command<D: Backends>(
             model.parent().map(PathBuf::from).unwrap_or_default()
         };
         dir.join(match format {
-            ExportFormat::Safetensors => "model-export.safetensors",
-            ExportFormat::Burn => "model-export.mpk",
-            ExportFormat::Onnx => folder::MODEL_ONNX,
+            export::Format::Safetensors => "model-export.safetensors",
+            export::Format::Burn => "model-export.mpk",
+            export::Format::Onnx => folder::MODEL_ONNX,
         })
     });
     let task = Export {

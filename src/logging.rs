@@ -1,10 +1,15 @@
 //! ember's one `log` logger. `EMBER_LOG=error|warn|info|debug|trace` prints the log records of
 //! ember's dependencies (Burn, CubeCL, wgpu) on stderr: which adapter and device were opened,
-//! which kernels were compiled. Off by default. The same logger counts CubeCL's kernel launches
-//! where `ember bench --launches` asks for them (`device::launches`); those lines are never
-//! printed.
+//! which kernels were compiled. Off by default. The same logger hands every record first to an
+//! observer where one is installed ([`observe_with`]: the kernel launch counter of
+//! `ember bench --launches`), and does not print what the observer takes.
 
 use std::sync::OnceLock;
+
+/// Takes a record it recognises (and returns true), or leaves it to be printed.
+pub type Observer = fn(&log::Record) -> bool;
+
+static OBSERVER: OnceLock<Observer> = OnceLock::new();
 
 struct EmberLog;
 
@@ -20,7 +25,7 @@ impl log::Log for EmberLog {
     }
 
     fn log(&self, record: &log::Record) {
-        if crate::device::launches::observe(record) {
+        if OBSERVER.get().is_some_and(|observe| observe(record)) {
             return;
         }
         if printed().is_some_and(|level| record.level() <= level) {
@@ -38,13 +43,20 @@ pub fn init_from_env() {
     }
 }
 
-/// Installs the logger (once), letting through what `EMBER_LOG` prints and, when launches are
-/// counted, CubeCL's trace lines.
-pub fn install() {
+/// Installs the logger with `observer` (the first observer stays), letting every level through
+/// to it.
+pub fn observe_with(observer: Observer) {
+    let _ = OBSERVER.set(observer);
+    install();
+}
+
+/// Installs the logger (once), letting through what `EMBER_LOG` prints and, with an observer,
+/// every level.
+fn install() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let _ = log::set_boxed_logger(Box::new(EmberLog));
     });
-    let counting = crate::device::launches::enabled().then_some(log::LevelFilter::Trace);
-    log::set_max_level(printed().max(counting).unwrap_or(log::LevelFilter::Off));
+    let observed = OBSERVER.get().map(|_| log::LevelFilter::Trace);
+    log::set_max_level(printed().max(observed).unwrap_or(log::LevelFilter::Off));
 }

@@ -99,7 +99,7 @@ enum Command {
         /// safetensors (for PyTorch and others), Burn's own record (.mpk), or ONNX with the
         /// preprocessing inside (for onnxruntime and other runtimes).
         #[arg(long, value_enum, default_value = "safetensors")]
-        format: ember::inference::ExportFormat,
+        format: ember::export::Format,
         /// safetensors only: PyTorch's names and [out, in] weights, or Burn's.
         #[arg(long, value_enum, default_value = "pytorch")]
         layout: ember::export::Layout,
@@ -368,7 +368,7 @@ fn sweep(action: SweepAction, threads: Option<usize>, console: &Console) -> Resu
         SweepAction::Slurm { sweep, args } => sweep::slurm::write(&sweep, &args),
         SweepAction::Report { dir, metric } => sweep::report::report(&dir, metric),
         SweepAction::Unit { dir, unit, device } => {
-            ember::replicas::unit::train::<AllBackends>(&dir, unit, device, console)
+            ember::sweep::unit::train::<AllBackends>(&dir, unit, device, console)
         }
     }
 }
@@ -450,7 +450,7 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
                 out,
             )?]
         }
-        Command::Plot { runs, out } => vec![ember::plot::draw_runs(&runs, out)?],
+        Command::Plot { runs, out } => vec![ember::run::curves::draw_runs(&runs, out)?],
         Command::Runs { dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from("runs"));
             vec![ember::run::listing::report(&dir)?]

@@ -4,7 +4,7 @@
 //! so no system font library is needed.
 
 use crate::error::{EmberError, Result};
-use crate::run::history::EpochRecord;
+use crate::record::EpochRecord;
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
@@ -373,34 +373,4 @@ where
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
     Ok(())
-}
-
-/// `ember plot`: the curves of `runs` in one PNG (default: a single run's own `curves.png`, or
-/// `curves.png` here). Returns the line to print.
-pub fn draw_runs(runs: &[std::path::PathBuf], out: Option<std::path::PathBuf>) -> Result<String> {
-    use crate::run::folder;
-    let mut curves = Vec::new();
-    let mut jobs = Vec::new();
-    for run in runs {
-        let history = crate::run::history::read_csv(&run.join(folder::METRICS))?;
-        if let Ok(c) = crate::config::load(&run.join(folder::CONFIG)) {
-            jobs.push(c.name());
-        }
-        let label = run
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| run.display().to_string());
-        curves.push(Curve { label, history });
-    }
-    jobs.dedup();
-    let out = out.unwrap_or_else(|| match runs {
-        [one] => one.join(folder::CURVES),
-        _ => std::path::PathBuf::from(folder::CURVES),
-    });
-    draw(&curves, &jobs.join(", "), &out)?;
-    let what = match runs.len() {
-        1 => "curves of 1 run".to_string(),
-        n => format!("curves of {n} runs"),
-    };
-    Ok(format!("{what} -> {}", out.display()))
 }

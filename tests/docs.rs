@@ -6,9 +6,12 @@
 //! - every `ember ...` command written in README.md and docs/ names a real command, and every
 //!   `--flag` it uses is one that command takes;
 //! - every relative link and every repository path they name exists, and README.md links every
-//!   guide page.
+//!   guide page;
+//! - `docs/ARCHITECTURE.md`'s layers hold in the code (`layers`).
 
 mod common;
+#[path = "docs/layers.rs"]
+mod layers;
 
 use common::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -389,4 +392,59 @@ fn every_link_and_path_in_the_guide_exists() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+// ---------------------------------------------------------------- the layers
+
+fn architecture_page() -> String {
+    std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap()
+}
+
+#[test]
+fn every_import_points_down_the_architecture_pages_layers() {
+    let line_of = layers::layers(&architecture_page());
+    let found = layers::violations(&root().join("src"), &line_of);
+    assert!(
+        found.is_empty(),
+        "imports against docs/ARCHITECTURE.md's layers:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The check itself: on a small tree of its own, an import up, one sideways, a module left off
+/// the list and a name on it with no module are each found; a test module's import, a comment
+/// and the root's `input_err` macro (the `error` module's) are not.
+#[test]
+fn the_layer_check_finds_upward_and_sideways_imports() {
+    let dir = std::env::temp_dir().join(format!("ember-layers-{}", std::process::id()));
+    let write = |path: &str, text: &str| {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("top.rs", "use crate::low::f;\n");
+    write(
+        "mid/mod.rs",
+        "use crate::{low::g, top};\n// crate::top in a comment\n",
+    );
+    write("mid/side.rs", "fn f() { crate::also_mid::h() }\n");
+    write(
+        "also_mid.rs",
+        "#[cfg(test)]\nmod tests {\n    use crate::top;\n}\n",
+    );
+    write("low.rs", "pub fn f() { crate::input_err!(\"x\"); }\n");
+    write("stray.rs", "");
+    write("error.rs", "");
+    let page = "# x\n\n## Layers\n\n1. `top` — a\n2. `mid` `also_mid` — b\n3. `low` `gone` — c\n4. `error` — d\n";
+    let found = layers::violations(&dir, &layers::layers(page));
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        found,
+        [
+            "`gone` is on the layers but not in src/",
+            "`stray` is on no line of the layers",
+            "src/mid/mod.rs: mid (line 2) uses top (line 1)",
+            "src/mid/side.rs: mid (line 2) uses also_mid (line 2)",
+        ],
+    );
 }

@@ -8,7 +8,7 @@
 //! How a CPU run rounds depends on the CPU: the width of ember's kernels and of Burn's
 //! element-wise passes, the gemm crate's kernel, and the L1 cache that sets how the gemm crate
 //! cuts a sum over k. `ember info` prints all of it as one numerics key
-//! (`ember::device::simd::numerics_key`), and the records are kept per key:
+//! (`ember::ops::simd::numerics_key`), and the records are kept per key:
 //! - on a CPU whose key has a record, the losses must match it **bit for bit**;
 //! - on any other (or with `EMBER_PINS_UNRECORDED=1`, which makes this CPU count as one without
 //!   a record, to exercise that path on a recorded machine) each loss must be within the pin's
@@ -28,7 +28,7 @@
 mod common;
 
 use common::{bin, cannot_run, ember, ok, path_str, root, scratch};
-use ember::device::simd::numerics_key;
+use ember::ops::simd::numerics_key;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

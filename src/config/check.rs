@@ -7,7 +7,7 @@ use super::{
     RawModel, RawSchedule, RawSgd, ScheduleKind, ScheduleSpec, Source, Standardization, TableSpec,
     Task,
 };
-use crate::data::columns::ColumnKind;
+use crate::config::columns::ColumnKind;
 use crate::error::Result;
 use crate::input_err;
 

@@ -13,6 +13,7 @@
 pub mod augment;
 mod check;
 mod class_weight;
+pub mod columns;
 pub mod conv;
 mod overrides;
 mod raw;
@@ -22,7 +23,7 @@ pub use class_weight::{ClassWeight, class_counts, is_weight};
 pub use conv::{ConvSpec, Pooling};
 pub use raw::{RawAdam, RawConfig, RawData, RawEarlyStopping, RawModel, RawSchedule, RawSgd};
 
-use crate::data::columns::{ColumnKind, Encoding, Missing};
+use crate::config::columns::{ColumnKind, Encoding, Missing};
 use crate::error::{EmberError, Result};
 use crate::input_err;
 use serde::{Deserialize, Serialize};
@@ -278,7 +279,7 @@ pub struct TableSpec {
     /// `data.missing_values`, when given.
     pub missing_values: Option<Vec<String>>,
     /// `[data.embed]`: the embedded category columns and their vectors' widths.
-    pub embed: crate::data::columns::Embed,
+    pub embed: columns::Embed,
     /// The inputs' encodings, once fitted on the training file (with `columns`).
     pub encoding: Option<Vec<Encoding>>,
     /// linear-scalar only.

@@ -7,7 +7,7 @@ use super::{
     Activation, Channels, ClassWeight, Init, InputScale, Monitor, Preset, ScheduleKind, Source,
     Task,
 };
-use crate::data::columns::{ColumnKind, Encoding};
+use crate::config::columns::{ColumnKind, Encoding};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! Kernel launches on a GPU device, counted as CubeCL reports them. At its profiling level
 //! `minimal` CubeCL logs `Executing <kernel>` for every launch without waiting for the device
 //! (`cubecl-runtime` 0.10, `logging/server.rs`); forwarded to the `log` crate, each such record
-//! lands in ember's logger (`crate::logging`), which counts it here. Off unless asked for
+//! lands in ember's logger (`crate::logging`), which hands it to [`observe`] here. Off unless asked for
 //! (`ember bench --launches`): before the first device opens, [`enable`] has
 //! `cubecl_config::install` turn the logging on.
 
@@ -17,7 +17,7 @@ static COUNT: AtomicU64 = AtomicU64::new(0);
 /// Counts launches from now on; call before the first GPU device is opened.
 pub fn enable() {
     ON.store(true, Ordering::Relaxed);
-    crate::logging::install();
+    crate::logging::observe_with(observe);
 }
 
 /// Whether launches are counted.
@@ -27,7 +27,7 @@ pub fn enabled() -> bool {
 
 /// Counts `record` when it is CubeCL's line for a launch; says whether it was one of CubeCL's
 /// profiling lines (which are never printed).
-pub(crate) fn observe(record: &log::Record) -> bool {
+fn observe(record: &log::Record) -> bool {
     if record.target() != TARGET {
         return false;
     }
@@ -62,7 +62,7 @@ pub fn per_step(epochs: &[f64]) -> Option<f64> {
     match epochs {
         [] => None,
         [only] => Some(*only),
-        [_, rest @ ..] => Some(crate::bench::median(rest.to_vec())),
+        [_, rest @ ..] => Some(crate::stats::median(rest.to_vec())),
     }
 }
 

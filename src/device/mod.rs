@@ -8,7 +8,6 @@ mod backend;
 mod cubecl_config;
 pub mod host_read;
 pub mod launches;
-pub mod simd;
 pub mod thread_time;
 mod warm_pool;
 pub use warm_pool::with_warm_workers;
@@ -208,7 +207,7 @@ pub fn info_lines() -> Vec<String> {
             built(cfg!(feature = "wgpu"), "wgpu")
         ),
         format!("cpu: {} threads", rayon::current_num_threads()),
-        simd::info_line(),
+        crate::ops::simd::info_line(),
     ];
     match cuda_devices() {
         Ok(devices) if !devices.is_empty() => lines.extend(

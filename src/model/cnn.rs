@@ -350,12 +350,12 @@ impl<B: EmberBackend> EmberModel<B> for Cnn<B> {
         self.mlp.fits_record(&record.mlp)
     }
 
-    fn network(&self) -> crate::onnx::Network {
+    fn network(&self) -> crate::model::network::Network {
         let host = |t: Tensor<B, 1>| -> Vec<f32> { rows_of(t.unsqueeze_dim::<2>(0)).concat() };
         let blocks = (self.blocks.iter())
             .map(|b| {
                 let [outputs, inputs, kernel, _] = b.conv.weight.dims();
-                crate::onnx::ConvLayer {
+                crate::model::network::ConvLayer {
                     inputs,
                     outputs,
                     kernel,
@@ -365,7 +365,7 @@ impl<B: EmberBackend> EmberModel<B> for Cnn<B> {
                     weight: host(b.conv.weight.val().flatten(0, 3)),
                     bias: (b.conv.bias.as_ref())
                         .map_or_else(|| vec![0.0; outputs], |b| host(b.val())),
-                    norm: b.norm.as_ref().map(|n| crate::onnx::Norm {
+                    norm: b.norm.as_ref().map(|n| crate::model::network::Norm {
                         scale: host(n.gamma.val()),
                         shift: host(n.beta.val()),
                         mean: host(n.running_mean.value()),
@@ -375,7 +375,7 @@ impl<B: EmberBackend> EmberModel<B> for Cnn<B> {
                 }
             })
             .collect();
-        crate::onnx::Network::Cnn {
+        crate::model::network::Network::Cnn {
             image: self.shape.image,
             blocks,
             pooling: self.shape.pooling,

@@ -165,8 +165,8 @@ impl<B: EmberBackend> EmberModel<B> for LinearScalar<B> {
         ScalarBatch::from_host(split, device)
     }
 
-    fn network(&self) -> crate::onnx::Network {
-        crate::onnx::Network::LinearScalar {
+    fn network(&self) -> crate::model::network::Network {
+        crate::model::network::Network::LinearScalar {
             weight: rows_of(self.lin.weight.val()).concat(),
             p: rows_of(self.par.val().unsqueeze_dim(0))[0][0],
         }

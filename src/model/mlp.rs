@@ -413,14 +413,14 @@ impl<B: EmberBackend> EmberModel<B> for Mlp<B> {
         }
     }
 
-    fn network(&self) -> crate::onnx::Network {
-        crate::onnx::Network::Mlp(self.mlp_net())
+    fn network(&self) -> crate::model::network::Network {
+        crate::model::network::Network::Mlp(self.mlp_net())
     }
 }
 
 impl<B: EmberBackend> Mlp<B> {
     /// The layers' weights on the host and the head, for ONNX export.
-    pub(crate) fn mlp_net(&self) -> crate::onnx::MlpNet {
+    pub(crate) fn mlp_net(&self) -> crate::model::network::MlpNet {
         let host = |t: Tensor<B, 2>| -> Vec<f32> { rows_of(t).concat() };
         let layers = self
             .layers
@@ -428,7 +428,7 @@ impl<B: EmberBackend> Mlp<B> {
             .map(|l| {
                 let [inputs, outputs] = l.weight.dims();
                 let bias = l.bias.as_ref().map(|b| b.val().unsqueeze_dim(0));
-                crate::onnx::Layer {
+                crate::model::network::Layer {
                     inputs,
                     outputs,
                     weight: host(l.weight.val()),
@@ -436,16 +436,20 @@ impl<B: EmberBackend> Mlp<B> {
                 }
             })
             .collect();
-        let lookup = self.head.plan.as_ref().map(|plan| crate::onnx::Lookup {
-            plan: plan.clone(),
-            tables: (self.embeddings.iter().flatten())
-                .map(|t| {
-                    let [rows, width] = t.weight.dims();
-                    (rows, width, host(t.weight.val()))
-                })
-                .collect(),
-        });
-        crate::onnx::MlpNet {
+        let lookup = self
+            .head
+            .plan
+            .as_ref()
+            .map(|plan| crate::model::network::Lookup {
+                plan: plan.clone(),
+                tables: (self.embeddings.iter().flatten())
+                    .map(|t| {
+                        let [rows, width] = t.weight.dims();
+                        (rows, width, host(t.weight.val()))
+                    })
+                    .collect(),
+            });
+        crate::model::network::MlpNet {
             layers,
             activation: self.head.activation,
             task: self.head.task,

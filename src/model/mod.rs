@@ -7,6 +7,7 @@ pub mod cnn;
 pub mod embed;
 pub mod linear_scalar;
 pub mod mlp;
+pub mod network;
 pub mod weighting;
 
 use crate::config::{Init, ModelKind};
@@ -459,7 +460,7 @@ pub trait EmberModel<B: crate::ops::EmberBackend>:
     fn batch(split: &crate::data::HostSplit, device: &B::Device) -> Self::Batch;
 
     /// The weights and head on the host, for ONNX export.
-    fn network(&self) -> crate::onnx::Network;
+    fn network(&self) -> crate::model::network::Network;
 
     /// Whether weights loaded from a file fit the config where Burn's loading does not check
     /// (an embedding table's rows); an error says what differs.

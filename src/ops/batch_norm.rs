@@ -6,7 +6,10 @@
 //! writing the gradient. Sums are accumulated in f64.
 
 use super::channel_sums::channel_sums;
-use super::kernels::{assume_init, contiguous, dispatch, owned_contiguous, uninit, values};
+use super::{
+    contiguous::contiguous, contiguous::owned_contiguous, contiguous::values,
+    elementwise::dispatch, view::assume_init, view::uninit,
+};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
@@ -173,7 +176,7 @@ pub fn backward(
     (dx, vector(1), vector(0))
 }
 
-// The two passes over every element, compiled for each CPU level (`kernels::dispatch!`): as
+// The two passes over every element, compiled for each CPU level (`elementwise::dispatch!`): as
 // plain loops the f64 one ran two lanes wide. Neither multiplies and adds in one rounding (no
 // `mul_add`), so every level gives the same bits.
 
@@ -207,7 +210,7 @@ mod tests {
     /// The element passes give the same bits at every level this CPU has.
     #[test]
     fn the_passes_give_the_same_bits_at_every_level() {
-        use crate::device::simd::{Simd, detected};
+        use crate::ops::simd::{Simd, detected};
         let x: Vec<f32> = (0..203)
             .map(|i| ((i * 7919) % 101) as f32 * 0.37 - 17.0 + 1e-3 / (i as f32 + 1.0))
             .collect();

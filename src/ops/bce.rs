@@ -12,7 +12,7 @@
 //! `log1pf` that give its bits (`ops::vector_libm`), where a probe finds this machine's libm
 //! does.
 
-use super::kernels::contiguous;
+use super::contiguous::contiguous;
 use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;

@@ -10,7 +10,7 @@
 //! terms of a row are computed and added as one vector. Added one scalar at a time, 8 channels
 //! side by side, the sums were most of batch norm's time in fashion-cnn.
 
-use crate::device::simd::{Simd, detected};
+use crate::ops::simd::{Simd, detected};
 use rayon::prelude::*;
 
 /// Channels summed side by side: one per lane of a vector of f64 (two on AVX2).

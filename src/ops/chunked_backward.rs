@@ -7,7 +7,7 @@
 //! first computes its chunks' rows of dz (the activation's derivative) and, where the layer
 //! needs it, of `dx = dz · wᵀ` ([`short_sums`]), then sums its chunks from the rows it has just
 //! written. The rows of y and x it reads are mostly the ones the forward's row blocks left in
-//! its core's cache. The whole layer's path (`kernels::linear_backward`) ran the derivative over
+//! its core's cache. The whole layer's path (`linear_layer::linear_backward`) ran the derivative over
 //! the pool, then dw's chunks, then dx (or dx and dw side by side, one thread each), then the
 //! bias sums on one thread, each reading about half its rows from the other core.
 //!
@@ -21,9 +21,10 @@
 //! threads, against the whole layer's path: 1.06x with the bias sums after the groups on one
 //! thread, 1.15x with them carried from group to group (6 rounds each).
 
-use super::kernels::{
-    GradPass, SendPtr, SendView, View, assume_init, column_sums, contiguous, derivative, dims,
-    owned_contiguous, tensor, uninit, view,
+use super::{
+    contiguous::contiguous, contiguous::owned_contiguous, elementwise::GradPass,
+    elementwise::column_sums, elementwise::derivative, view::SendPtr, view::SendView, view::View,
+    view::assume_init, view::dims, view::tensor, view::uninit, view::view,
 };
 use super::{long_sums, short_sums};
 use burn::backend::flex::FlexTensor;
@@ -34,7 +35,7 @@ use std::sync::OnceLock;
 /// weight `w` as they stand, takes [`backward`] on `threads`: where the whole layer's path would
 /// sum dw by `long_sums`' chunks (with the same bits on one thread or many) and dx (when
 /// needed) by `short_sums`, whole and chunk by chunk, and the products are worth a pool's
-/// blocks of rows (`kernels::ROW_BLOCK_WORK`): smaller ones stay on one thread.
+/// blocks of rows (`products::ROW_BLOCK_WORK`): smaller ones stay on one thread.
 pub(super) fn applies(
     (m, k, n): (usize, usize, usize),
     (x, w): (View, View),
@@ -44,7 +45,7 @@ pub(super) fn applies(
     let dz = (std::ptr::null(), n as isize, 1);
     let (xp, x_rs, x_cs) = x;
     let x_t = (xp, x_cs, x_rs);
-    let worth = m * k * n >= super::kernels::ROW_BLOCK_WORK;
+    let worth = m * k * n >= super::products::ROW_BLOCK_WORK;
     worth
         && long_sums::takes_chunks((k, n, m), (x_t, dz), threads)
         && (!need_dx || dx_by_rows((m, k, n), w))
@@ -243,13 +244,13 @@ impl WaitFor for Carried {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::simd::{Simd, detected};
     use crate::ops::Activation;
-    use crate::ops::kernels::tests::{salted_values, same_bits};
-    use crate::ops::kernels::{linear_backward, values};
+    use crate::ops::kernel_tests::{salted_values, same_bits};
+    use crate::ops::simd::{Simd, detected};
+    use crate::ops::{contiguous::values, linear_layer::linear_backward};
 
     /// dx (when asked for), dw and db of a `[m x k] · [k x n]` layer through
-    /// `kernels::linear_backward` on `threads`, w in rows or as the view of a transpose
+    /// `linear_layer::linear_backward` on `threads`, w in rows or as the view of a transpose
     /// (`w_columns`), and whether that took the chunks.
     fn gradients(
         threads: usize,

@@ -2,7 +2,7 @@
 //! sums held in registers (tabular-mlp's `[2048 x 20]`, `[2048 x 10]` and `[2048 x 1]`).
 //!
 //! Each column's sum is one chain of adds, row after row, so it waits on the add before it
-//! whatever the code. The portable loop (`kernels::column_sums_in_memory`) keeps the sums in
+//! whatever the code. The portable loop (`elementwise::column_sums_in_memory`) keeps the sums in
 //! memory, so each row's add also waits for the previous row's store to come back, and a row
 //! shorter than a vector is added lane by lane. Here a row is a few masked vectors added into
 //! as many registers: the same adds in the same order, so the same bits.
@@ -14,7 +14,7 @@
 //! µs in 256-bit ones; one column 5.5, 2.2 and 1.4 µs.
 
 use super::vector_products::Lanes;
-use crate::device::simd::{Simd, detected};
+use crate::ops::simd::{Simd, detected};
 use std::arch::x86_64::{__m256, _mm256_setzero_ps};
 
 /// Columns summed in registers at most: 8 vectors of 8. Wider rows stay with the portable
@@ -53,7 +53,7 @@ pub(super) fn sums_into(sums: &mut [f32], rows: &[f32]) {
 }
 
 /// Adds columns `first..first + cols` (`cols` in `V` vectors) of each row of `n` in `rows`
-/// (whole rows: [`super::kernels::column_sums`] checks it) into `sums`, which starts at
+/// (whole rows: [`super::elementwise::column_sums`] checks it) into `sums`, which starts at
 /// column `first`.
 ///
 /// # Safety
@@ -86,7 +86,7 @@ unsafe fn pass<const V: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::kernels::{column_sums_in_memory_at, tests::same_bits};
+    use super::super::{elementwise::column_sums_in_memory_at, kernel_tests::same_bits};
     use super::*;
 
     /// Deterministic values of both signs and many magnitudes, zeros of both signs among them.

@@ -2,7 +2,9 @@
 //! backend without a kernel of ember's runs (Burn's fusion compiles them on the GPU), and what
 //! a backend whose kernel declines a case (replicas, a size it does not take) falls back to.
 
-use super::{Activation, AdamStep, EmberBackend, LinearGrads, Lr, per_replica, replicas_of};
+use super::{
+    Activation, AdamStep, ConvGrads, EmberBackend, LinearGrads, Lr, per_replica, replicas_of,
+};
 use burn::prelude::*;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{Shape, TensorMetadata, TensorPrimitive};
@@ -178,4 +180,210 @@ pub fn binary_cross_entropy_backward<B: EmberBackend>(
 ) -> FloatTensor<B> {
     let y = Tensor::<B, 2, Int>::from_primitive(labels).float();
     B::bce_logits_backward(logits, y.into_primitive().tensor(), grad)
+}
+
+/// Burn's options for ember's convolutions: square stride and padding, no dilation or groups.
+pub fn conv_options(stride: usize, padding: usize) -> burn::tensor::ops::ConvOptions<2> {
+    burn::tensor::ops::ConvOptions::new([stride; 2], [padding; 2], [1, 1], 1)
+}
+
+/// [`EmberBackend::conv_backward`] in Burn's operations (what CUDA and wgpu run).
+pub fn conv_backward<B: Backend>(
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    (stride, padding): (usize, usize),
+    (need_dx, need_bias): (bool, bool),
+) -> ConvGrads<B> {
+    let options = || conv_options(stride, padding);
+    let dx =
+        need_dx.then(|| B::conv2d_x_backward(x.clone(), weight.clone(), grad.clone(), options()));
+    let cout = grad.shape()[1];
+    let db = need_bias.then(|| {
+        let sum = B::float_sum_dim(B::float_sum_dim(grad.clone(), 3), 2);
+        B::float_reshape(B::float_sum_dim(sum, 0), Shape::new([cout]))
+    });
+    let dw = B::conv2d_weight_backward(x, weight, grad, options());
+    (dx, dw, db)
+}
+
+/// [`EmberBackend::batch_norm`] in Burn's operations (what CUDA and wgpu run).
+pub fn batch_norm<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: FloatTensor<B>,
+    epsilon: f64,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let [n, c, s] = x.shape().dims();
+    let count = (n * s) as f32;
+    let per_channel = |t: FloatTensor<B>| B::float_reshape(t, Shape::new([1, c, 1]));
+    let channel_mean = |t: FloatTensor<B>| {
+        let sum = B::float_sum_dim(B::float_sum_dim(t, 2), 0);
+        B::float_div_scalar(sum, count.into())
+    };
+    let mean = channel_mean(x.clone());
+    let centred = B::float_sub(x, mean.clone());
+    let var = channel_mean(B::float_mul(centred.clone(), centred.clone()));
+    let inv = B::float_recip(B::float_sqrt(B::float_add_scalar(
+        var.clone(),
+        (epsilon as f32).into(),
+    )));
+    let scaled = B::float_mul(B::float_mul(centred, inv), per_channel(gamma));
+    let y = B::float_add(scaled, per_channel(beta));
+    let vector = |t: FloatTensor<B>| B::float_reshape(t, Shape::new([c]));
+    (y, vector(mean), vector(var))
+}
+
+/// [`EmberBackend::batch_norm_backward`] in Burn's operations.
+pub fn batch_norm_backward<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    mean: FloatTensor<B>,
+    var: FloatTensor<B>,
+    epsilon: f64,
+    grad: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let [n, c, s] = x.shape().dims();
+    let count = (n * s) as f32;
+    let per_channel = |t: FloatTensor<B>| B::float_reshape(t, Shape::new([1, c, 1]));
+    let channel_sum = |t: FloatTensor<B>| {
+        let sum = B::float_sum_dim(B::float_sum_dim(t, 2), 0);
+        B::float_reshape(sum, Shape::new([c]))
+    };
+    let inv = B::float_recip(B::float_sqrt(B::float_add_scalar(
+        var,
+        (epsilon as f32).into(),
+    )));
+    let centred = B::float_sub(x, per_channel(mean));
+    let xhat = B::float_mul(centred, per_channel(inv.clone()));
+    let dbeta = channel_sum(grad.clone());
+    let dgamma = channel_sum(B::float_mul(grad.clone(), xhat.clone()));
+    let inner = B::float_sub(
+        B::float_sub(
+            B::float_mul_scalar(grad, count.into()),
+            per_channel(dbeta.clone()),
+        ),
+        B::float_mul(xhat, per_channel(dgamma.clone())),
+    );
+    let factor = B::float_div_scalar(B::float_mul(gamma, inv), count.into());
+    (B::float_mul(inner, per_channel(factor)), dgamma, dbeta)
+}
+
+/// [`EmberBackend::channel_affine`] in Burn's operations.
+pub fn channel_affine<B: Backend>(
+    x: FloatTensor<B>,
+    scale: FloatTensor<B>,
+    shift: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let c = scale.shape()[0];
+    let per_channel = |t: FloatTensor<B>| B::float_reshape(t, Shape::new([1, c, 1]));
+    B::float_add(B::float_mul(x, per_channel(scale)), per_channel(shift))
+}
+
+/// [`EmberBackend::scalar_mse_replicas_forward`] in Burn's operations: a batched product with
+/// `p` appended to `w`; the residuals are `[K, n, 1]`.
+pub fn scalar_mse<B: Backend>(
+    x: FloatTensor<B>,
+    y: FloatTensor<B>,
+    w: FloatTensor<B>,
+    p: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let [k, c, _] = w.shape().dims();
+    let shared = x.shape().num_dims() == 2;
+    let x = per_replica::<B>(x, k);
+    let n = x.shape()[1];
+    // `x · w + p · f` as one product with `p` appended to `w`.
+    let coefs = B::float_cat(vec![w, B::float_reshape(p, Shape::new([k, 1, 1]))], 1);
+    let y = match shared {
+        true => B::float_expand(
+            B::float_reshape(y, Shape::new([1, n, 1])),
+            Shape::new([k, n, 1]),
+        ),
+        false => B::float_reshape(y, Shape::new([k, n, 1])),
+    };
+    debug_assert_eq!(x.shape()[2], c + 1);
+    let e = B::float_sub(B::float_matmul(x, coefs), y);
+    let squares = B::float_mul(e.clone(), e.clone());
+    let loss = B::float_reshape(B::float_mean_dim(squares, 1), Shape::new([k]));
+    (loss, e)
+}
+
+/// [`EmberBackend::scalar_mse_replicas_backward`] in Burn's operations.
+pub fn scalar_mse_backward<B: Backend>(
+    x: FloatTensor<B>,
+    residuals: FloatTensor<B>,
+    dloss: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let [k, n, _] = residuals.shape().dims();
+    let x = per_replica::<B>(x, k);
+    let c = x.shape()[2] - 1;
+    let scale = B::float_mul_scalar(
+        B::float_reshape(dloss, Shape::new([k, 1, 1])),
+        (2.0 / n as f32).into(),
+    );
+    let g = B::float_mul(residuals, scale);
+    let grads = B::float_matmul(B::float_swap_dims(x, 1, 2), g);
+    let dw = B::float_slice(
+        grads.clone(),
+        &[(0..k).into(), (0..c).into(), (0..1).into()],
+    );
+    let dp = B::float_slice(grads, &[(0..k).into(), (c..c + 1).into(), (0..1).into()]);
+    (dw, B::float_reshape(dp, Shape::new([k])))
+}
+
+/// [`EmberBackend::bce_logits`] in Burn's operations, as `burn::nn::loss` writes it:
+/// `mean((1 - y)·z - log_sigmoid(z))`.
+pub fn bce_burn<B: Backend>(z: FloatTensor<B>, y: FloatTensor<B>) -> FloatTensor<B> {
+    let kept = B::float_add_scalar(B::float_neg(y), 1.0.into());
+    let terms = B::float_sub(B::float_mul(kept, z.clone()), B::log_sigmoid(z));
+    B::float_mean(terms)
+}
+
+/// [`EmberBackend::bce_logits_backward`] in Burn's operations, as its autodiff runs
+/// [`bce_burn`]'s backward: `g = dloss / n` for each row, then `g·(1 - y) - g·sigmoid(-z)`.
+pub fn bce_burn_backward<B: Backend>(
+    z: FloatTensor<B>,
+    y: FloatTensor<B>,
+    dloss: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let shape = z.shape();
+    let n = shape.num_elements();
+    let ones = B::float_ones(shape.clone(), &B::float_device(&z), z.dtype().into());
+    let scale = B::float_mul_scalar(ones, (1.0 / n as f64).into());
+    let g = B::float_mul(
+        scale,
+        B::float_reshape(dloss, Shape::from(vec![1; shape.num_dims()])),
+    );
+    let kept = B::float_add_scalar(B::float_neg(y), 1.0.into());
+    let through_product = B::float_mul(g.clone(), kept);
+    let through_log_sigmoid = B::log_sigmoid_backward(z, B::float_neg(g));
+    B::float_add(through_product, through_log_sigmoid)
+}
+
+/// [`EmberBackend::bce_logits_replicas`] in Burn's operations, in its stable form
+/// `relu(z) - z·y + log1p(exp(-|z|))`.
+pub fn bce<B: Backend>(z: FloatTensor<B>, y: FloatTensor<B>) -> FloatTensor<B> {
+    let k = z.shape()[0];
+    let soft = B::float_log1p(B::float_exp(B::float_neg(B::float_abs(z.clone()))));
+    let loss = B::float_add(B::float_sub(B::relu(z.clone()), B::float_mul(z, y)), soft);
+    let n = loss.shape().num_elements() / k;
+    let loss = B::float_reshape(loss, Shape::new([k, n]));
+    B::float_reshape(B::float_mean_dim(loss, 1), Shape::new([k]))
+}
+
+/// [`EmberBackend::bce_logits_replicas_backward`] in Burn's operations.
+pub fn bce_backward<B: Backend>(
+    z: FloatTensor<B>,
+    y: FloatTensor<B>,
+    dloss: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let shape = z.shape();
+    let (k, n) = (shape[0], shape.num_elements() / shape[0]);
+    let mut dims = vec![1; shape.num_dims()];
+    dims[0] = k;
+    let scale = B::float_mul_scalar(
+        B::float_reshape(dloss, Shape::from(dims)),
+        (1.0 / n as f32).into(),
+    );
+    B::float_mul(B::float_sub(B::sigmoid(z), y), scale)
 }

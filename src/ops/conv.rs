@@ -11,9 +11,9 @@
 //! as the resumed runs need.
 
 use super::Activation;
-use super::kernels::{assume_init, contiguous, gemm_block, uninit};
 use super::row_dots;
 use super::transpose::transpose_into;
+use super::{contiguous::contiguous, gemm::gemm_block, view::assume_init, view::uninit};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
@@ -299,7 +299,7 @@ fn rows(p: *const f32, cols: usize) -> (*const f32, isize, isize) {
 /// already spread over the pool, an image or a chunk of images each).
 ///
 /// # Safety
-/// As for `kernels::gemm_block`, with `dst` rows `n` apart.
+/// As for `gemm::gemm_block`, with `dst` rows `n` apart.
 unsafe fn product(
     dst: *mut f32,
     (m, n, k): (usize, usize, usize),
@@ -594,7 +594,7 @@ mod tests {
         );
         let geometry = (2, 1);
         let ours = super::backward(x.clone(), w.clone(), g.clone(), geometry, true, true);
-        let theirs = ops::conv_backward_composed::<Flex>(x, w, g, geometry, (true, true));
+        let theirs = ops::composed::conv_backward::<Flex>(x, w, g, geometry, (true, true));
         let host = |t: burn::backend::flex::FlexTensor| {
             let shape = t.layout().shape().to_vec();
             let n = shape.iter().product::<usize>();

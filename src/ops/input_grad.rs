@@ -20,20 +20,12 @@
 //! for products that take the crate's blocked kernel: its other kernels, chosen by the
 //! operands' strides, sum in other orders.
 
-use super::kernels::{SendView, View, gemm_block, gemm_into, product};
 use super::transpose::{transpose_to, transposed};
+use super::{gemm::gemm_block, products::gemm_into, products::product, view::SendView, view::View};
 
 /// A weight with rows of at least this many columns is copied (one way or the other); narrower
 /// rows pack without cache misses.
 const COPY_COLUMNS: usize = 64;
-
-/// Whether a product with an output of `rows x cols`, summed over `sum`, takes the gemm
-/// crate's blocked kernel, and takes it turned over too: not its matrix-vector kernels (an
-/// output side of 1), its kernel for sums of at most 2, or its lane-wise kernel for outputs of
-/// at most 256 elements.
-pub(super) fn blocked(rows: usize, cols: usize, sum: usize) -> bool {
-    rows > 1 && cols > 1 && sum > 2 && rows * cols > 256
-}
 
 /// Whether turning over a product of a batch of `m` rows with a weight `[k, n]` copies fewer
 /// elements (the batch-sized `m·n` and `m·k`) than copying or packing the weight (`k·n`).
@@ -73,7 +65,7 @@ pub(super) unsafe fn prepare(
     split: bool,
 ) -> InputGrad {
     // A column-major w (row stride 1) is wᵀ row-major already.
-    let plan = if n < COPY_COLUMNS || !blocked(m, k, n) || w.1 == 1 {
+    let plan = if n < COPY_COLUMNS || !super::gemm::blocked(m, k, n) || w.1 == 1 {
         Plan::Strided
     } else if turning_copies_less(m, k, n) {
         // SAFETY: forwarded from the caller.

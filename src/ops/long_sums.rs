@@ -16,8 +16,8 @@
 //! chunks ([`by_chunks`]). Either way each chunk of an element is summed by one thread and the
 //! chunks are added in order, so the thread count does not change a bit.
 
-use super::kernels::{SendPtr, SendView, View, even_tiles};
-use crate::device::simd::{Simd, detected};
+use super::{view::SendPtr, view::SendView, view::View, view::even_tiles};
+use crate::ops::simd::{Simd, detected};
 use rayon::prelude::*;
 
 /// The widest tile, in rows and columns ([`Width::AVX512`]'s).
@@ -460,7 +460,7 @@ unsafe fn tile_sums_avx2<const V: usize, const C: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::kernels::tests::{ours_and_crates, ours_and_crates_by, same_bits};
+    use crate::ops::kernel_tests::{ours_and_crates, ours_and_crates_by, same_bits};
 
     /// `[m, n]` from `gemm_into` on `threads` and from the gemm crate; lhs `[m, k]` as the
     /// transpose of row-major `[k, m]` (a weight gradient's xᵀ) or row-major itself.

@@ -8,7 +8,7 @@
 //! later one is strictly greater. So NaN only wins from the first place, ties go to the first,
 //! and outputs and gradients are the same bits as Burn's.
 
-use super::kernels::{assume_init, contiguous, dispatch, uninit};
+use super::{contiguous::contiguous, elementwise::dispatch, view::assume_init, view::uninit};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
@@ -329,7 +329,7 @@ mod tests {
     /// remainder, odd sizes.
     #[test]
     fn the_2x2_kernels_give_the_same_bits_at_every_level() {
-        use crate::device::simd::detected;
+        use crate::ops::simd::detected;
         use std::mem::MaybeUninit;
         let unwrap = |v: Vec<MaybeUninit<f32>>| -> Vec<u32> {
             // SAFETY: the kernels write every element.

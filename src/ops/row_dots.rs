@@ -15,7 +15,7 @@
 //! at `l`, `l + LANES`, ..., then the lanes are added in order), so the bits do not depend on
 //! the thread count. They do depend on the CPU level: the vector levels fuse each multiply-add.
 
-use super::kernels::{dispatch, madd};
+use super::{elementwise::dispatch, elementwise::madd};
 
 /// Partial sums per dot product: a 512-bit vector of f32 (two 256-bit ones on AVX2).
 pub(super) const LANES: usize = 16;
@@ -117,7 +117,7 @@ pub(super) fn reduce(acc: &[Lanes], dst: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::simd::{Simd, detected};
+    use crate::ops::simd::{Simd, detected};
 
     /// Values of mixed signs and magnitudes from the index alone.
     fn values(len: usize, salt: usize) -> Vec<f32> {

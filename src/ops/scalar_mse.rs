@@ -7,7 +7,10 @@
 //! the inputs' last column a replica's prediction is one dot product, and K replicas that share
 //! their inputs are one product `[n, c + 1] · [c + 1, K]`.
 
-use super::kernels::{contiguous, owned_contiguous, product, replica_view, view};
+use super::{
+    contiguous::contiguous, contiguous::owned_contiguous, products::product, view::replica_view,
+    view::view,
+};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 

@@ -9,11 +9,12 @@
 //! strides and writes its input gradient back in the same layout, so the backward's weight
 //! gradient is one wide product as well: `xᵀ [k, m] · dz [m, K·n]`.
 
-use super::kernels::{
-    SendPtr, SendView, assume_init, column_sums_strided, contiguous, derivative, fill_rows,
-    gemm_into, owned_contiguous, product, uninit, view,
-};
 use super::{Activation, LinearGrads};
+use super::{
+    contiguous::contiguous, contiguous::owned_contiguous, elementwise::column_sums_strided,
+    elementwise::derivative, elementwise::fill_rows, products::gemm_into, products::product,
+    view::SendPtr, view::SendView, view::assume_init, view::uninit, view::view,
+};
 use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;

@@ -12,8 +12,8 @@
 //! broadcasts one scalar of each of lhs's rows and reads one row of rhs. Each element is
 //! summed by one thread, so the thread count does not change a bit.
 
-use super::kernels::{SendPtr, SendView, View};
-use crate::device::simd::{Simd, detected};
+use super::{view::SendPtr, view::SendView, view::View};
+use crate::ops::simd::{Simd, detected};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
 
@@ -53,11 +53,11 @@ const PIECE_ROWS: usize = 256;
 
 /// Whether [`product_into`] computes `m x n` outputs summed over `k`: on AVX-512 (AVX2), for at
 /// most [`WIDE`] ([`AVX2_WIDE`]) columns summed over at most [`SHORT`], where the crate takes
-/// its blocked kernel (`input_grad::blocked`), with lhs's rows and one of rhs's axes where they
+/// its blocked kernel (`gemm::blocked`), with lhs's rows and one of rhs's axes where they
 /// stand (a weight's rows, or its columns: its transpose).
 pub(super) fn applies((m, n, k): (usize, usize, usize), (lhs, rhs): (View, View)) -> bool {
     let ((_, l_rs, l_cs), (_, r_rs, r_cs)) = (lhs, rhs);
-    let shape = n <= wide(detected()) && k <= SHORT && super::input_grad::blocked(m, n, k);
+    let shape = n <= wide(detected()) && k <= SHORT && super::gemm::blocked(m, n, k);
     let operands = l_cs == 1 && l_rs > 0 && ((r_cs == 1 && r_rs > 0) || (r_rs == 1 && r_cs > 0));
     shape && operands
 }
@@ -308,8 +308,8 @@ unsafe fn tile_avx2<const R: usize, const V: usize>(
 mod tests {
     use super::*;
     use crate::ops::Activation;
-    use crate::ops::kernels::gemm_block;
-    use crate::ops::kernels::tests::{
+    use crate::ops::gemm::gemm_block;
+    use crate::ops::kernel_tests::{
         ours_and_crates, ours_and_crates_by, salted_values as values, same_bits,
     };
 

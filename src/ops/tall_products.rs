@@ -19,9 +19,9 @@
 //! columns, held in registers.
 
 use super::Activation;
-use super::input_grad::blocked;
-use super::kernels::{SendPtr, SendView, View, activate, even_tiles};
-use crate::device::simd::{Simd, detected};
+use super::gemm::blocked;
+use super::{elementwise::activate, view::SendPtr, view::SendView, view::View, view::even_tiles};
+use crate::ops::simd::{Simd, detected};
 use rayon::prelude::*;
 
 /// Rows in one AVX-512 vector: the rows of a block.
@@ -49,7 +49,7 @@ const PART_WORK: usize = 1 << 16;
 const MIN_ROWS: usize = 256;
 
 /// Whether [`linear_into`] computes `x [m, k] · w [k, n]`: on AVX-512, for a tall batch and a
-/// narrow output where the crate takes its blocked kernel (`input_grad::blocked`: not its
+/// narrow output where the crate takes its blocked kernel (`gemm::blocked`: not its
 /// matrix-vector kernels for one column, its kernel for sums of 1 or 2, or its lane-wise kernel
 /// for small outputs), with both operands read forwards (the crate sums a flipped view from its
 /// far end).
@@ -216,8 +216,8 @@ unsafe fn tile_sums<const C: usize, const GATHER: bool>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::kernels::gemm_block;
-    use crate::ops::kernels::tests::{salted_values, same_bits};
+    use crate::ops::gemm::gemm_block;
+    use crate::ops::kernel_tests::{salted_values, same_bits};
 
     /// How a test lays x out: its rows (as a batch stands), its columns (a layer handed on as
     /// a view), rows with a gap after each (a slice of a wider table), or every other column.
@@ -255,7 +255,7 @@ mod tests {
         v
     }
 
-    /// `act(x · w + bias)` `[m, n]` as `kernels::linear` computes it on `threads` (here where
+    /// `act(x · w + bias)` `[m, n]` as `linear_layer::linear` computes it on `threads` (here where
     /// [`applies`] holds, else the crate) and from the crate (the biases filled in, its product
     /// kept onto them, then the activation); w row-major, or transposed when `w_t`.
     fn both(

@@ -10,7 +10,7 @@
 //! values, it does not reorder the sums. `ops::input_grad` chooses what to copy, and copies
 //! only for products that take the blocked kernel.
 
-use super::kernels::{SendPtr, SendView};
+use super::{view::SendPtr, view::SendView};
 use rayon::prelude::*;
 
 /// Tile edge: 8 source rows and 8 destination rows, one cache line or less of each.
@@ -130,7 +130,7 @@ type TileCopy = unsafe fn(*const f32, isize, *mut f32, usize);
 /// (ember's AVX2 and AVX-512 levels imply it).
 fn whole_tile_copier(cs: isize) -> Option<TileCopy> {
     #[cfg(target_arch = "x86_64")]
-    if cs == 1 && crate::device::simd::detected() != crate::device::simd::Simd::Portable {
+    if cs == 1 && crate::ops::simd::detected() != crate::ops::simd::Simd::Portable {
         return Some(tile_avx);
     }
     let _ = cs;
@@ -202,7 +202,7 @@ pub(super) unsafe fn tile_avx(src: *const f32, rs: isize, dst: *mut f32, ds: usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::simd::Simd;
+    use crate::ops::simd::Simd;
 
     #[test]
     fn the_vector_tile_matches_the_element_by_element_one() {
@@ -213,7 +213,7 @@ mod tests {
             Some(copy) => unsafe { copy(src.as_ptr(), 11, vector.as_mut_ptr(), 8) },
             None => {
                 // Only a CPU without AVX2 (or not x86) has no vector copier.
-                return assert_eq!(crate::device::simd::detected(), Simd::Portable);
+                return assert_eq!(crate::ops::simd::detected(), Simd::Portable);
             }
         }
         assert_eq!(vector, portable);

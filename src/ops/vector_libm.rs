@@ -73,7 +73,7 @@ const LN2_LO: u32 = 0x3717f7d1;
 /// Whether this machine's libm gives the bits these copies give (glibc 2.36's, or any with the
 /// same algorithms), checked once on a spread of inputs through every branch. Needs AVX-512.
 pub(super) fn matches_libm() -> bool {
-    use crate::device::simd::{Simd, detected};
+    use crate::ops::simd::{Simd, detected};
     static MATCHES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     // SAFETY: AVX-512 is present (checked first).
     *MATCHES.get_or_init(|| detected() == Simd::Avx512 && unsafe { probe() })
@@ -235,7 +235,7 @@ unsafe fn scalar_lanes(out: __m512, x: __m512, lanes: __mmask16, f: fn(f32) -> f
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::simd::{Simd, detected};
+    use crate::ops::simd::{Simd, detected};
     use rayon::prelude::*;
 
     /// How many of the floats whose bits `bits` gives for 0..count differ between `ours` and

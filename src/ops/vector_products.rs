@@ -14,8 +14,8 @@
 //! On AVX-512 and AVX2 (with FMA): the crate's vectors there are 16 and 8 lanes, and ember's
 //! kernels hold as many rows in one register. Elsewhere the crate's own kernels run.
 
-use super::kernels::{SendPtr, SendView, View};
-use crate::device::simd::{Simd, detected, gemm_kernel};
+use super::{view::SendPtr, view::SendView, view::View};
+use crate::ops::simd::{Simd, detected, gemm_kernel};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
 
@@ -98,7 +98,7 @@ fn dots_pay(k: usize, lanes: usize) -> bool {
 /// The work from which a product here is split into blocks of rows over the pool. Gathers
 /// and single lanes make these kernels slow per multiply-add (tabular-mlp's head, `[2048 x
 /// 10] · [10 x 1]`: 6.4 µs for 20,480), so they split from an eighth of the blocked
-/// products' threshold (`kernels::ROW_BLOCK_WORK`), a few µs of work.
+/// products' threshold (`products::ROW_BLOCK_WORK`), a few µs of work.
 pub(super) const SPLIT_WORK: usize = 1 << 14;
 
 /// `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]` by `kernel`, with the crate's bits;
@@ -449,8 +449,8 @@ unsafe fn column_chains<V: Lanes>(
 mod tests {
     use super::*;
     use crate::ops::Activation;
-    use crate::ops::kernels::tests::same_bits;
-    use crate::ops::kernels::{gemm_block, gemm_into};
+    use crate::ops::kernel_tests::same_bits;
+    use crate::ops::{gemm::gemm_block, products::gemm_into};
 
     /// Values with many bits set, of both signs and a few zeros, different for each `salt`.
     fn values(len: usize, salt: u32) -> Vec<f32> {

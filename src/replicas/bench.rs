@@ -79,7 +79,7 @@ pub fn run(
         rounds,
         seconds: all
             .iter()
-            .map(|v| crate::bench::median(v.clone()))
+            .map(|v| crate::stats::median(v.clone()))
             .collect(),
         all_seconds: all,
     })
@@ -143,7 +143,7 @@ fn way_args(
 /// Runs this binary with `args`; its wall seconds.
 fn timed(args: &[String]) -> Result<f64> {
     let started = Instant::now();
-    let status = Command::new(crate::sweep::ember_binary()?)
+    let status = Command::new(crate::fs::ember_binary()?)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -10,7 +10,6 @@ pub mod folds;
 pub mod loader;
 pub mod model;
 pub mod strategy;
-pub mod unit;
 
 use crate::config::{ClassWeight, DataSpec, JobConfig, ModelKind, OptimizerSpec, ScheduleSpec};
 

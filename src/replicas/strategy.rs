@@ -8,8 +8,8 @@
 use crate::device::launches::{self, Meter};
 use crate::error::EmberError;
 use crate::model::{StepOutput, StepStats, StepTotals as Totals};
+use crate::run::checkpoint::CheckpointDir;
 use crate::run::history::{EpochRecord, History, SplitRecord};
-use crate::train::checkpoint::CheckpointDir;
 use crate::train::clip::clip_per_replica;
 use crate::train::reports::ReportClock;
 use crate::train::saver::Saver;

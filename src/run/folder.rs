@@ -22,6 +22,9 @@ pub const MODEL_ONNX: &str = "model.onnx";
 pub const MODEL_BEST_BURN: &str = "model-best.mpk";
 pub const MODEL_BEST_SAFETENSORS: &str = "model-best.safetensors";
 pub const CHECKPOINTS: &str = "checkpoint";
+/// A sweep's folder holds its sweep file under this name, beside its trials' run folders
+/// (`ember runs` lists those in their numbered order).
+pub const SWEEP: &str = "sweep.toml";
 const LOCK: &str = ".ember.lock";
 
 /// An open, locked run folder. The lock is released when this is dropped or the process ends.

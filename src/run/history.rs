@@ -1,59 +1,16 @@
-//! The per-epoch record of a run: what `metrics.csv`, `curves.png`, `summary.json` and the
-//! checkpoint manifests are made from.
+//! A run's epoch records as they are kept: `metrics.csv`, and the trackers each epoch is sent
+//! to (TensorBoard, MLflow).
 
 use crate::error::Result;
 use crate::fs::write_replace;
 use crate::tracking::events::{self, EventWriter};
 use crate::tracking::mlflow::Tracker;
-use serde::{Deserialize, Serialize};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// One split of one epoch.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-pub struct SplitRecord {
-    pub loss: f64,
-    pub accuracy: Option<f64>,
-    pub seconds: f64,
-    pub steps: usize,
-    /// A regression's mean absolute error and R² (validation passes).
-    #[serde(default)]
-    pub mae: Option<f64>,
-    #[serde(default)]
-    pub r2: Option<f64>,
-    /// The learning rate at the end of a training pass.
-    #[serde(default)]
-    pub lr: Option<f64>,
-}
-
-impl SplitRecord {
-    /// This record in a standardised target's own units: the loss (a mean squared error)
-    /// times `std`², the MAE times `std`; R² is the same in both.
-    pub fn in_target_units(self, std: f64) -> SplitRecord {
-        SplitRecord {
-            loss: self.loss * std * std,
-            mae: self.mae.map(|m| m * std),
-            ..self
-        }
-    }
-
-    pub fn steps_per_s(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.steps as f64 / self.seconds
-        } else {
-            0.0
-        }
-    }
-}
-
-/// One epoch: training then validation.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-pub struct EpochRecord {
-    pub epoch: usize,
-    pub train: SplitRecord,
-    pub valid: SplitRecord,
-}
+pub use crate::record::{EpochRecord, SplitRecord};
 
 pub const CSV_HEADER: &str = "epoch,split,loss,accuracy,seconds,steps_per_s,mae,r2,lr";
 /// The header before `mae` and `r2` were added; such files still read.

@@ -75,7 +75,7 @@ pub fn list(dir: &Path) -> Result<Vec<RunRow>> {
         })
         .collect();
     // A sweep's trials in their numbered order, other runs in the order they were made.
-    if dir.join(crate::sweep::folder::SWEEP).is_file() {
+    if dir.join(folder::SWEEP).is_file() {
         rows.sort_by(|a, b| a.1.path.cmp(&b.1.path));
     } else {
         rows.sort_by_key(|(t, _)| *t);

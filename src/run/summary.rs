@@ -64,7 +64,7 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mlflow: Option<crate::tracking::mlflow::Outcome>,
     /// What decides how a CPU run rounds: the CPU's SIMD level, ember's kernels' and the gemm
-    /// crate's (`device::simd::numerics_key`). Absent from summaries written before it.
+    /// crate's (`ops::simd::numerics_key`). Absent from summaries written before it.
     #[serde(default)]
     pub cpu_numerics: Option<String>,
     /// Kernel launches per training step on a GPU device, where they were counted
@@ -100,7 +100,7 @@ impl Summary {
             .config
             .early_stopping
             .as_ref()
-            .and_then(|rule| crate::train::early_stop::decide(h, rule));
+            .and_then(|rule| crate::run::early_stop::decide(h, rule));
         let steps: usize = h.iter().map(|e| e.train.steps).sum();
         Summary {
             job: r.config.name().to_string(),
@@ -134,7 +134,7 @@ impl Summary {
             },
             host_reads: r.host_reads,
             mlflow: None,
-            cpu_numerics: Some(crate::device::simd::numerics_key()),
+            cpu_numerics: Some(crate::ops::simd::numerics_key()),
             files: model_hashes(&r.run_dir),
             launches_per_step: r.launches_per_step,
             ember_version: env!("CARGO_PKG_VERSION").to_string(),

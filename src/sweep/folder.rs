@@ -19,7 +19,7 @@ use crate::run::folder as run_folder;
 use crate::run::summary::Summary;
 use std::path::{Path, PathBuf};
 
-pub const SWEEP: &str = "sweep.toml";
+pub use crate::run::folder::SWEEP;
 pub const BASE: &str = "base.toml";
 pub const LOGS: &str = "logs";
 pub const REPORT_JSON: &str = "sweep.json";
@@ -185,7 +185,7 @@ impl SweepDir {
         if run_folder::in_use(&dir) {
             return TrialState::Busy;
         }
-        match crate::train::checkpoint::latest(&dir.join(run_folder::CHECKPOINTS)) {
+        match crate::run::checkpoint::latest(&dir.join(run_folder::CHECKPOINTS)) {
             Ok(_) => TrialState::Unfinished,
             Err(_) => TrialState::Lost,
         }

@@ -275,7 +275,7 @@ impl<'a> Pool<'a> {
             // Stopped before its first checkpoint: nothing to keep.
             std::fs::remove_dir_all(&run_dir).map_err(|e| EmberError::write(&run_dir, e))?;
         }
-        let mut cmd = Command::new(super::ember_binary()?);
+        let mut cmd = Command::new(crate::fs::ember_binary()?);
         cmd.args(["--threads", &self.threads.to_string(), "train"]);
         if matches!(state, TrialState::Unfinished) {
             cmd.arg("--resume").arg(&run_dir);
@@ -338,7 +338,7 @@ impl<'a> Pool<'a> {
         // another batch count train as a later group of their unit, and may be one).
         let checkpoints = self.dir.unit(unit).join(crate::run::folder::CHECKPOINTS);
         let lone_to_resume =
-            group.len() == 1 && crate::train::checkpoint::latest(&checkpoints).is_ok();
+            group.len() == 1 && crate::run::checkpoint::latest(&checkpoints).is_ok();
         if group.len() < 2 && !lone_to_resume {
             alone.extend(group);
             return alone;
@@ -351,7 +351,7 @@ impl<'a> Pool<'a> {
             return alone;
         }
         let trials = group;
-        let spawned = super::ember_binary().and_then(|ember| {
+        let spawned = crate::fs::ember_binary().and_then(|ember| {
             let mut cmd = Command::new(ember);
             cmd.args(["--threads", &self.threads.to_string(), "sweep", "unit"]);
             cmd.arg(&self.dir.path).args(["--unit", &unit.to_string()]);

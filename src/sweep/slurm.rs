@@ -44,7 +44,7 @@ pub fn write(sweep: &Path, args: &SlurmArgs) -> Result<String> {
     let given = super::plan(sweep, &args.set)?;
     let cwd = std::env::current_dir()
         .map_err(|e| EmberError::Runtime(format!("cannot read the current folder: {e}")))?;
-    let exe = super::ember_binary()?;
+    let exe = crate::fs::ember_binary()?;
     let out = args.out.as_deref().map(|o| cwd.join(o));
     for p in [Some(&cwd), out.as_ref(), Some(&exe)].into_iter().flatten() {
         if p.to_string_lossy()

@@ -6,7 +6,7 @@
 
 use super::tfrecord;
 use crate::error::{EmberError, Result};
-use crate::run::history::EpochRecord;
+use crate::record::EpochRecord;
 use prost::Message;
 use std::collections::BTreeSet;
 use std::io::Write;

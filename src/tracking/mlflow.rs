@@ -8,12 +8,16 @@
 //! one warning line and ends tracking for the run; training goes on, and `summary.json` records
 //! what failed.
 
-use crate::run::history::EpochRecord;
+use crate::record::EpochRecord;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Set by `ember sweep run` for its trials' processes: the sweep's name, which an MLflow run
+/// takes as its experiment (unless `--experiment` says otherwise) and as a tag.
+pub const SWEEP_NAME_ENV: &str = "EMBER_SWEEP";
 
 /// A connection's and a small request's time limit, and how long an upload may stall: a
 /// server that accepts connections and never answers holds a run up by this much at most (the
@@ -346,7 +350,7 @@ fn describe(what: &str, e: ureq::Error) -> String {
 }
 
 /// Starts the MLflow run of a training run of `config` on `device`, when `uri` names a server.
-/// A sweep's trial (`sweep::SWEEP_NAME_ENV` set) goes to the sweep's experiment, tagged with
+/// A sweep's trial ([`SWEEP_NAME_ENV`] set) goes to the sweep's experiment, tagged with
 /// its name.
 pub fn start_run(
     config: &crate::config::JobConfig,
@@ -368,7 +372,7 @@ pub fn start_run(
     if let Some(commit) = option_env!("EMBER_GIT_COMMIT") {
         tags.push(("mlflow.source.git.commit".into(), commit.into()));
     }
-    let sweep = std::env::var(crate::sweep::SWEEP_NAME_ENV).ok();
+    let sweep = std::env::var(SWEEP_NAME_ENV).ok();
     if let Some(s) = &sweep {
         tags.push(("ember.sweep".into(), s.clone()));
     }

@@ -7,7 +7,7 @@ use super::reports::ReportClock;
 use super::schedule::Schedule;
 use super::strategy::SaveBest;
 use super::strategy::{EmberStrategy, RunLog};
-use super::{TrainArgs, checkpoint, signals};
+use super::{TrainArgs, signals};
 use crate::config::JobConfig;
 use crate::console::Console;
 use crate::data::HostData;
@@ -19,6 +19,7 @@ use crate::fs::write_atomic;
 use crate::input_err;
 use crate::model::{EmberModel, TrainableModel, WithModel};
 use crate::optim::{Chosen, WithOptimizer};
+use crate::run::checkpoint;
 use crate::run::folder::{self, RunDir};
 use crate::run::history::{EpochRecord, History};
 use burn::optim::Optimizer;
@@ -298,7 +299,7 @@ impl TrainTask<'_> {
             ));
         }
         let stopped_early = (self.config.early_stopping.as_ref())
-            .and_then(|rule| super::early_stop::decide(&manifest.history, rule))
+            .and_then(|rule| crate::run::early_stop::decide(&manifest.history, rule))
             .is_some_and(|d| d.stop);
         let ended = stopped_early || manifest.epoch >= self.config.epochs;
         if ended && !final_files_written(run) {
@@ -487,11 +488,7 @@ impl TrainTask<'_> {
             run.file(folder::MODEL_SAFETENSORS),
         );
         export::save_model(model, (&files.0, &files.1), self.config.name())?;
-        if self
-            .args
-            .export
-            .contains(&crate::inference::ExportFormat::Onnx)
-        {
+        if self.args.export.contains(&crate::export::Format::Onnx) {
             let bytes = crate::onnx::bytes(&self.config, &model.network())?;
             crate::fs::write_atomic(&run.file(folder::MODEL_ONNX), &bytes)?;
         }

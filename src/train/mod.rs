@@ -3,12 +3,10 @@
 //! This file resolves the config and reads the data; `launch` builds the run on the chosen
 //! backend, `strategy` drives its epochs.
 
-pub mod checkpoint;
 mod launch;
 
 pub use launch::{Training, with_model_and_optimizer};
 pub mod clip;
-pub mod early_stop;
 pub mod metrics;
 pub mod reports;
 pub(crate) mod saver;
@@ -23,8 +21,8 @@ use crate::data::{self, HostData, Labels};
 use crate::device::{self, Backends, DeviceRequest};
 use crate::error::Result;
 use crate::input_err;
-use crate::run::folder;
 pub use crate::run::report::RunReport;
+use crate::run::{checkpoint, folder};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -83,7 +81,7 @@ pub struct TrainArgs {
     /// Also write the final model as `onnx` (`model.onnx`, with the preprocessing inside);
     /// safetensors and burn are always written.
     #[arg(long, value_enum, value_name = "FORMAT")]
-    pub export: Vec<crate::inference::ExportFormat>,
+    pub export: Vec<crate::export::Format>,
     /// Also log the run to the MLflow tracking server at this URI (http[s]://HOST:PORT).
     #[arg(long, value_name = "URI", env = "MLFLOW_TRACKING_URI")]
     pub mlflow: Option<String>,
@@ -441,7 +439,7 @@ fn describe_class_weights(config: &JobConfig) -> Option<String> {
         ClassWeight::Given(_) => "given",
     };
     let pairs: Vec<String> = (class_names(config).iter().zip(weights))
-        .map(|(name, w)| format!("{name} {}", crate::sweep::legible::significant(*w, 3)))
+        .map(|(name, w)| format!("{name} {}", crate::digits::significant(*w, 3)))
         .collect();
     Some(format!(
         "class weights ({how}, training loss only): {}",

@@ -4,8 +4,8 @@
 
 use crate::error::{EmberError, Result};
 use crate::fs::human_bytes;
+use crate::run::checkpoint::{CheckpointDir, Part};
 use crate::run::history::EpochRecord;
-use crate::train::checkpoint::{CheckpointDir, Part};
 use crate::train::strategy::EveryEpoch;
 use burn::train::checkpoint::AsyncCheckpointer;
 use burn::train::metric::store::EventStoreClient;

@@ -11,11 +11,11 @@ use crate::config::EarlyStopping;
 use crate::device::launches::{self, Meter};
 use crate::error::EmberError;
 use crate::model::{StepOutput, StepTotals as Totals};
+use crate::run::checkpoint::CheckpointDir;
+use crate::run::early_stop;
 use crate::run::folder;
 use crate::run::history::{EpochRecord, History, SplitRecord};
-use crate::train::checkpoint::CheckpointDir;
 use crate::train::clip::clip_global_norm;
-use crate::train::early_stop;
 use crate::train::reports::ReportClock;
 use crate::train::saver::Saver;
 use crate::train::signals::StopSignal;
@@ -130,7 +130,7 @@ pub(crate) fn diverged(
 ) -> EmberError {
     let committed = checkpoints
         .committed()
-        .or_else(|| crate::train::checkpoint::list_epochs(checkpoints.path()).pop());
+        .or_else(|| crate::run::checkpoint::list_epochs(checkpoints.path()).pop());
     let last_good = match committed {
         Some(e) => format!(
             "last good checkpoint: epoch {e} in {}",

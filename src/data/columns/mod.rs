@@ -24,31 +24,10 @@ use super::Matrix;
 use super::table::TextCsv;
 use super::text_csv::{CellParser, read_parsing};
 use crate::config::Standardization;
+pub use crate::config::columns::{ColumnKind, DEFAULT_MISSING, Embed, Encoding, Missing};
 use crate::error::Result;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
-use serde::{Deserialize, Serialize};
-
-/// A column's type in `[data.columns]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ColumnKind {
-    Numeric,
-    Category,
-    Date,
-    Ignore,
-}
-
-impl ColumnKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ColumnKind::Numeric => "numeric",
-            ColumnKind::Category => "category",
-            ColumnKind::Date => "date",
-            ColumnKind::Ignore => "ignore",
-        }
-    }
-}
 
 /// A level needs this many training rows to get an input of its own; rarer levels share the
 /// "other" input with levels never seen. One row is too few to learn a weight from.
@@ -74,70 +53,6 @@ pub fn embed_width(vocabulary: usize, rows: usize) -> Option<usize> {
         .clamp(1.0, 600.0) as usize;
     let width = fastai.min(rows / (2 * vocabulary));
     (width >= 2).then_some(width)
-}
-
-/// The cells that mean "missing" when `data.missing_values` is not given (any letter case).
-pub const DEFAULT_MISSING: [&str; 5] = ["", "NA", "NaN", "null", "?"];
-
-/// The spellings of a missing cell.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Missing {
-    spellings: Vec<String>,
-    /// Which bytes begin a spelling, in lower case: most cells (numbers) are told apart by
-    /// their first byte without a comparison.
-    first_bytes: [bool; 256],
-}
-
-impl Missing {
-    pub fn new(spellings: &[String]) -> Missing {
-        let mut first_bytes = [false; 256];
-        for first in spellings.iter().filter_map(|s| s.bytes().next()) {
-            first_bytes[usize::from(first.to_ascii_lowercase())] = true;
-        }
-        Missing {
-            spellings: spellings.to_vec(),
-            first_bytes,
-        }
-    }
-
-    pub fn is(&self, cell: &str) -> bool {
-        let first = cell.bytes().next().map(|b| b.to_ascii_lowercase());
-        first.is_none_or(|b| self.first_bytes[usize::from(b)])
-            && self.spellings.iter().any(|m| m.eq_ignore_ascii_case(cell))
-    }
-
-    /// The spellings as configured (matched in any ASCII letter case).
-    pub fn spellings(&self) -> &[String] {
-        &self.spellings
-    }
-}
-
-impl Default for Missing {
-    fn default() -> Missing {
-        Missing::new(&DEFAULT_MISSING.map(String::from))
-    }
-}
-
-/// One input column's encoding, fitted on the training file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Encoding {
-    pub column: String,
-    pub kind: ColumnKind,
-    /// numeric: the training median, put in missing cells. date: the median date, as days since
-    /// 1970-01-01.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fill: Option<f64>,
-    /// numeric, date: an input saying the cell was missing (the training file had some).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub indicator: bool,
-    /// category: the levels with an input of their own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub levels: Option<Vec<String>>,
-    /// category: the width of the level's learned vector, when the column is embedded (its
-    /// one input is then the level's index: `levels`, then "(missing)", then "(other)").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub embed: Option<usize>,
 }
 
 impl Encoding {
@@ -262,9 +177,6 @@ pub fn typed_inputs(
     }
     Ok(inputs)
 }
-
-/// The width of each embedded column's vectors (`[data.embed]`).
-pub type Embed = std::collections::BTreeMap<String, usize>;
 
 /// How [`fit_and_encode`] lays out the rows it encodes, and whether it standardises them.
 #[derive(Debug, Clone, Copy, Default)]

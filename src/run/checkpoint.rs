@@ -8,7 +8,7 @@
 
 use crate::error::{EmberError, Result};
 use crate::fs::{sha256_hex, write_atomic};
-use crate::run::history::EpochRecord;
+use crate::record::EpochRecord;
 use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Record, Recorder};
 use burn::tensor::backend::Backend;
 use burn::train::checkpoint::{Checkpointer, CheckpointerError};

@@ -4,10 +4,8 @@
 //! its trials beside them; each trial gets an ordinary run folder (config, metrics, summary,
 //! curves, model). Running it again resumes the group from its last checkpoint.
 
-use super::folds::GroupData;
-use super::loader::{ReplicaLoader, SharedRows};
-use super::model::{ReplicaBatch, ReplicaMlp};
-use super::strategy::{GroupLog, ReplicaLog, ReplicaStrategy};
+use super::folder::{BASE, SweepDir, TrialState};
+use super::plan::{Plan, Trial};
 use crate::config::JobConfig;
 use crate::console::Console;
 use crate::data::loader::{EpochCell, LoaderBuilder};
@@ -17,12 +15,14 @@ use crate::fs::write_atomic;
 use crate::input_err;
 use crate::model::mlp::MlpBatch;
 use crate::optim::{Chosen, PerReplica};
+use crate::replicas::folds::GroupData;
+use crate::replicas::loader::{ReplicaLoader, SharedRows};
+use crate::replicas::model::{ReplicaBatch, ReplicaMlp};
+use crate::replicas::strategy::{GroupLog, ReplicaLog, ReplicaStrategy};
+use crate::run::checkpoint::{self, CheckpointDir, Manifest};
 use crate::run::folder::{self, RunDir};
 use crate::run::history::{History, read_csv};
 use crate::run::report::RunReport;
-use crate::sweep::folder::{BASE, SweepDir, TrialState};
-use crate::sweep::plan::{Plan, Trial};
-use crate::train::checkpoint::{self, CheckpointDir, Manifest};
 use crate::train::metrics::{NullLogger, RunningMetric};
 use crate::train::reports::ReportClock;
 use crate::train::schedule::Schedule;
@@ -96,7 +96,7 @@ fn train_group<D: Backends>(
         .map(|t| plan.config(t))
         .collect::<Result<_>>()?;
     // A group after the first may be one fold's trial alone.
-    if let Some(why) = super::why_not_group(&configs) {
+    if let Some(why) = crate::replicas::why_not_group(&configs) {
         return Err(input_err!("unit {unit}: cannot train as replicas: {why}"));
     }
     let device = device::choose(request)?;
@@ -105,7 +105,7 @@ fn train_group<D: Backends>(
         members.len(),
         device::describe(device)
     ));
-    let (data, left_out) = super::folds::load(&mut configs, console)?;
+    let (data, left_out) = crate::replicas::folds::load(&mut configs, console)?;
     for &r in left_out.iter().rev() {
         members.remove(r);
     }
@@ -206,7 +206,7 @@ impl OnBackend for UnitTask<'_> {
     fn run<B: TrainBackend>(self, device: B::Device) -> Result<String> {
         self.check_fold_uploads()?;
         let model = ReplicaMlp::<B>::new(&self.configs, &device);
-        let factors: Vec<f32> = super::lr_factors(&self.configs)
+        let factors: Vec<f32> = crate::replicas::lr_factors(&self.configs)
             .iter()
             .map(|f| *f as f32)
             .collect();
@@ -395,7 +395,7 @@ impl UnitTask<'_> {
         resumed: Option<&Manifest>,
         params: usize,
     ) -> Result<(Vec<ReplicaLog>, Vec<RunDir>)> {
-        let factors = super::lr_factors(&self.configs);
+        let factors = crate::replicas::lr_factors(&self.configs);
         let needed = 8 * params as u64 + 1024 * 1024;
         let mut logs = Vec::new();
         let mut locks = Vec::new();

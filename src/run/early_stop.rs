@@ -5,7 +5,7 @@
 //! metrics that ember's logger does not give it.
 
 use crate::config::{EarlyStopping, Monitor};
-use crate::run::history::EpochRecord;
+use crate::record::EpochRecord;
 
 /// What the history says: the best epoch so far, and whether to stop now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub fn decide(history: &[EpochRecord], rule: &EarlyStopping) -> Option<Decision>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::history::SplitRecord;
+    use crate::record::SplitRecord;
 
     fn history(losses: &[f64]) -> Vec<EpochRecord> {
         let split = |loss| SplitRecord {
