@@ -11,13 +11,13 @@ use crate::model::{StepOutput, StepStats, StepTotals as Totals};
 use crate::run::checkpoint::CheckpointDir;
 use crate::run::history::{EpochRecord, History, SplitRecord};
 use crate::train::clip::clip_per_replica;
+use crate::train::non_finite::non_finite_weights;
 use crate::train::reports::ReportClock;
 use crate::train::saver::Saver;
 use crate::train::signals::StopSignal;
 use crate::train::strategy::{diverged, step_seed};
 use burn::data::dataloader::Progress;
-use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
-use burn::prelude::*;
+use burn::module::{AutodiffModule, Module};
 use burn::tensor::backend::AutodiffBackend;
 use burn::train::{
     EventProcessorTraining, InferenceStep, Interrupter, Learner, LearnerEvent,
@@ -67,40 +67,6 @@ pub struct ReplicaStrategy {
     pub wait_for_checkpoints: bool,
     pub dropout_seed: Option<u64>,
     pub clip_grad_norm: Option<f64>,
-}
-
-/// Counts each replica's non-finite weights, `[K]`, with one device read.
-struct NonFinite<B: Backend> {
-    replicas: usize,
-    count: Option<Tensor<B, 1, Int>>,
-}
-
-impl<B: Backend> ModuleVisitor<B> for NonFinite<B> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        let k = self.replicas;
-        let bad = param.val().is_finite().bool_not().int();
-        let bad = bad.reshape([k as i32, -1]).sum_dim(1).reshape([k]);
-        self.count = Some(match self.count.take() {
-            Some(c) => c + bad,
-            None => bad,
-        });
-    }
-}
-
-fn non_finite_weights<B: Backend, M: Module<B>>(model: &M, replicas: usize) -> Vec<bool> {
-    let mut v = NonFinite::<B> {
-        replicas,
-        count: None,
-    };
-    model.visit(&mut v);
-    let Some(count) = v.count else {
-        return vec![false; replicas];
-    };
-    let counts: Vec<i64> = crate::device::host_read::read(count)
-        .convert::<i64>()
-        .to_vec()
-        .expect("an int tensor reads back");
-    counts.iter().map(|c| *c != 0).collect()
 }
 
 /// The mean of the active replicas' figures: what the progress bar shows.

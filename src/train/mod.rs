@@ -8,6 +8,7 @@ mod launch;
 pub use launch::{Training, with_model_and_optimizer};
 pub mod clip;
 pub mod metrics;
+pub mod non_finite;
 pub mod reports;
 pub(crate) mod saver;
 pub mod schedule;

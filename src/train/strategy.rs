@@ -16,12 +16,12 @@ use crate::run::early_stop;
 use crate::run::folder;
 use crate::run::history::{EpochRecord, History, SplitRecord};
 use crate::train::clip::clip_global_norm;
+use crate::train::non_finite::non_finite_weights;
 use crate::train::reports::ReportClock;
 use crate::train::saver::Saver;
 use crate::train::signals::StopSignal;
 use burn::data::dataloader::{DataLoader, Progress};
-use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
-use burn::prelude::*;
+use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use burn::train::checkpoint::{CheckpointingAction, CheckpointingStrategy};
 use burn::train::metric::store::EventStoreClient;
@@ -95,30 +95,6 @@ impl CheckpointingStrategy for EveryEpoch {
     fn checkpointing(&mut self, _epoch: usize, _: &EventStoreClient) -> Vec<CheckpointingAction> {
         vec![CheckpointingAction::Save]
     }
-}
-
-/// Checks every float parameter for NaN or infinity with one device read.
-struct NonFinite<B: Backend> {
-    count: Option<Tensor<B, 1, Int>>,
-}
-
-impl<B: Backend> ModuleVisitor<B> for NonFinite<B> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        let bad = param.val().is_finite().bool_not().int().sum();
-        self.count = Some(match self.count.take() {
-            Some(c) => c + bad,
-            None => bad,
-        });
-    }
-}
-
-fn non_finite_weights<B: Backend, M: Module<B>>(model: &M) -> bool {
-    let mut v = NonFinite::<B> { count: None };
-    model.visit(&mut v);
-    // A failed read (NaN) counts as non-finite.
-    v.count
-        .map(|c| crate::device::host_read::scalar(c) != 0.0)
-        .unwrap_or(false)
 }
 
 /// The error for a non-finite value, naming where it was seen and the last good checkpoint.
@@ -364,7 +340,7 @@ where
                 "after the last step".into(),
             ));
         }
-        if non_finite_weights::<LC::Backend, _>(&learner.model()) {
+        if non_finite_weights::<LC::Backend, _>(&learner.model(), 1)[0] {
             return Err(self.diverged("non-finite weights", epoch, "after the last step".into()));
         }
         let record = EpochRecord {
