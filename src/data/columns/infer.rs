@@ -1,6 +1,6 @@
 //! `ember init`'s guess of each column's type, from the training file alone, with the reason a
 //! user reads on stderr. A column is ignored only for a stated reason: every cell missing, one
-//! value in every row, an ID (unique per row), or free text.
+//! value in every row, an ID (unique per row), free text, or text nearly unique per row.
 
 use super::{
     ColumnKind, MAX_EMBEDDED_LEVELS, MAX_LEVELS, MIN_LEVEL_ROWS, Missing, dates, embed_width,
@@ -301,6 +301,9 @@ fn text_kind(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
         let why = "an ID: named so, and mostly different in every row";
         return (ColumnKind::Ignore, levels, why.into());
     }
+    if let Some(why) = nearly_unique(cells, distinct.len()) {
+        return (ColumnKind::Ignore, levels, why);
+    }
     let lower: FxHashSet<String> = distinct.iter().map(|d| d.to_ascii_lowercase()).collect();
     let why = if BOOLEANS
         .iter()
@@ -311,6 +314,28 @@ fn text_kind(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
         "text"
     };
     (ColumnKind::Category, levels, why.into())
+}
+
+/// Why a text column is nearly unique per row (titles, names, free text), when it is: most of
+/// its rows hold a level seen fewer than [`MIN_LEVEL_ROWS`] times, which training would give no
+/// input or vector of its own (they share "(other)"), so the column says little but which rows
+/// are rare, and an embedding of its few repeated levels is fitted on few rows each.
+fn nearly_unique(cells: &[&str], distinct: usize) -> Option<String> {
+    if distinct * 2 <= cells.len() {
+        return None;
+    }
+    let mut counts: rustc_hash::FxHashMap<&str, usize> = Default::default();
+    for cell in cells {
+        *counts.entry(cell).or_default() += 1;
+    }
+    let in_levels: usize = counts.values().filter(|&&n| n >= MIN_LEVEL_ROWS).sum();
+    (in_levels * 2 < cells.len()).then(|| {
+        let share = 100.0 * (cells.len() - in_levels) as f64 / cells.len() as f64;
+        format!(
+            "nearly unique: {distinct} levels in {} rows, {share:.0} % of them in a level seen under {MIN_LEVEL_ROWS} times (titles, names or free text)",
+            cells.len()
+        )
+    })
 }
 
 /// Integers, different in every row, that count up from some start (1, 2, 3, …) or sit in a

@@ -370,6 +370,28 @@ fn infers_types_with_reasons() {
     );
 }
 
+/// A text column nearly unique per row is ignored with its reason; one with as many levels
+/// but half its rows in levels seen three times stays a category.
+#[test]
+fn a_nearly_unique_text_column_is_ignored_with_its_reason() {
+    let mut text = String::from("title,mixed,y\n");
+    for i in 0..30 {
+        let mixed = if i < 15 {
+            format!("m{}", i / 3)
+        } else {
+            format!("u{i}")
+        };
+        writeln_row(&mut text, &[&format!("film {}", i % 20), &mixed, "0"]);
+    }
+    let got = inferred(&csv("titles.csv", &text), "y");
+    let kinds: Vec<ColumnKind> = got.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [ColumnKind::Ignore, ColumnKind::Category]);
+    assert_eq!(
+        got[0].why,
+        "nearly unique: 20 levels in 30 rows, 100 % of them in a level seen under 3 times (titles, names or free text)"
+    );
+}
+
 /// A file of 8 MiB or more is read in two halves side by side: a guess proved wrong in the
 /// second half (a date column with a number, a numeric column with text) is read again as
 /// text, as in the first.
