@@ -116,10 +116,13 @@ fn job_file(command: &str, task: &str, rows: usize, top: &str, data: &str, model
     t
 }
 
-/// `ember init --csv PATH --label COLUMN`.
-pub fn from_csv(path: &Path, label: &str) -> Result<Draft> {
+/// `ember init --csv PATH --label COLUMN [--category COLUMN]...`.
+pub fn from_csv(path: &Path, label: &str, categories: &[String]) -> Result<Draft> {
     let missing = Missing::default();
-    let training = infer::read(path, label, &missing)?;
+    if categories.iter().any(|c| c == label) {
+        return Err(input_err!("--category {label} names the --label column"));
+    }
+    let training = infer::read(path, label, &missing, categories)?;
     let csv = &training.csv;
     let at = csv.column(label, "--label")?;
     let values: Vec<&str> = csv
@@ -174,7 +177,11 @@ pub fn from_csv(path: &Path, label: &str) -> Result<Draft> {
         }
         None => String::new(),
     };
-    let command = format!("ember init --csv {} --label {label}", path.display());
+    let command = format!("ember init --csv {} --label {label}", path.display())
+        + &categories
+            .iter()
+            .map(|c| format!(" --category {c}"))
+            .collect::<String>();
     let job = job_file(
         &command,
         task,

@@ -142,22 +142,30 @@ enum Command {
         action: SweepAction,
     },
     /// Write a commented job file for your own data to stdout, inferred from the data.
-    Init {
-        /// A CSV file with a header row.
-        #[arg(
-            long,
-            requires = "label",
-            conflicts_with = "images",
-            value_name = "FILE"
-        )]
-        csv: Option<PathBuf>,
-        /// The CSV column to predict.
-        #[arg(long, value_name = "COLUMN")]
-        label: Option<String>,
-        /// A folder of class subfolders of PNG or JPEG images.
-        #[arg(long, value_name = "DIR", required_unless_present = "csv")]
-        images: Option<PathBuf>,
-    },
+    Init(InitArgs),
+}
+
+/// `ember init`'s arguments.
+#[derive(clap::Args)]
+struct InitArgs {
+    /// A CSV file with a header row.
+    #[arg(
+        long,
+        requires = "label",
+        conflicts_with = "images",
+        value_name = "FILE"
+    )]
+    csv: Option<PathBuf>,
+    /// The CSV column to predict.
+    #[arg(long, value_name = "COLUMN")]
+    label: Option<String>,
+    /// A column to type as a category whatever it holds, such as integer codes of people,
+    /// products or places (repeat for more).
+    #[arg(long, value_name = "COLUMN", requires = "csv")]
+    category: Vec<String>,
+    /// A folder of class subfolders of PNG or JPEG images.
+    #[arg(long, value_name = "DIR", required_unless_present = "csv")]
+    images: Option<PathBuf>,
 }
 
 /// `ember bench`'s arguments.
@@ -322,9 +330,9 @@ fn write_stdout(bytes: &[u8]) {
 }
 
 /// `ember init`: the drafted job file on stdout, and why on stderr.
-fn init(csv: Option<PathBuf>, label: Option<String>, images: Option<PathBuf>) -> Result<()> {
-    let draft = match (csv, label, images) {
-        (Some(csv), Some(label), _) => ember::init::from_csv(&csv, &label)?,
+fn init(args: InitArgs) -> Result<()> {
+    let draft = match (args.csv, args.label, args.images) {
+        (Some(csv), Some(label), _) => ember::init::from_csv(&csv, &label, &args.category)?,
         (_, _, Some(dir)) => ember::init::from_images(&dir)?,
         _ => unreachable!("clap requires --csv with --label, or --images"),
     };
@@ -457,8 +465,8 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
         }
         Command::Bench(args) => vec![bench::<D>(args)?],
         Command::Sweep { action } => vec![sweep(action, cli.threads, console)?],
-        Command::Init { csv, label, images } => {
-            init(csv, label, images)?;
+        Command::Init(args) => {
+            init(args)?;
             vec![]
         }
         Command::Completions { shell } => {

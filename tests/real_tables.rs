@@ -673,6 +673,62 @@ fn a_category_of_many_levels_is_embedded_and_decides_the_class() {
     assert!(stderr(&out).contains("1 in \"shop\""), "{}", stderr(&out));
 }
 
+/// Rows whose class is their person's, the people given as integer codes (300 of them, 20 rows
+/// each, in a random order), beside a noise column.
+fn person_table(path: &Path, rows: usize, seed: u64) {
+    let mut rng = Lcg(seed);
+    let mut text = String::from("noise,person_id,label\n");
+    for i in 0..rows {
+        let person = (i * 7919 + (rng.next() * 3.0) as usize) % 300;
+        let label = ["red", "green", "blue"][(person * 31 + person / 7) % 3];
+        writeln!(text, "{:.3},{},{label}", rng.next(), 4000 + 17 * person).unwrap();
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Integer codes of people: `init` keeps them numeric but says they look like codes and what
+/// to do; `init --category` makes them an embedded category, which training learns; a column
+/// the file lacks is one line.
+#[test]
+fn integer_codes_are_flagged_and_init_category_makes_them_a_category() {
+    let dir = scratch("tables-codes");
+    let data = dir.join("people.csv");
+    person_table(&data, 6000, 7);
+    let (csv, flag) = (path_str(&data), "--category");
+    let out = ember(&["init", "--csv", csv, "--label", "label"]);
+    ok(&out);
+    let hint = "integer codes? 300 different values, named or spelled like codes: `ember init --category person_id` makes it a category";
+    assert!(
+        stdout(&out).contains(&format!("person_id = \"numeric\"  # {hint}")),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stderr(&out).contains(hint), "{}", stderr(&out));
+    // As numbers, the codes' order says nothing of the class.
+    let numeric = stdout(&out).replace("epochs = 20", "epochs = 30");
+    let (cfg, run) = (config(&dir, "numeric.toml", &numeric), dir.join("numeric"));
+    ok(&train(&cfg, &run));
+    let acc = valid_accuracy(&run);
+    assert!(acc < 0.6, "valid accuracy as numbers {acc}");
+
+    let out = ember(&["init", "--csv", csv, "--label", "label", flag, "person_id"]);
+    ok(&out);
+    let job = stdout(&out).replace("epochs = 20", "epochs = 30");
+    assert!(job.contains("--label label --category person_id"), "{job}");
+    assert!(job.contains("person_id = \"category\"  # a category by --category; 300 levels in 3+ rows, over one-hot's 64: embedded, 9 wide"), "{job}");
+    assert!(job.contains("[data.embed]\nperson_id = 9\n"), "{job}");
+    let (cfg, run) = (config(&dir, "job.toml", &job), dir.join("run"));
+    ok(&train(&cfg, &run));
+    let acc = valid_accuracy(&run);
+    assert!(acc >= 0.99, "valid accuracy {acc}");
+
+    let out = ember(&["init", "--csv", csv, "--label", "label", flag, "person"]);
+    bad_input(&out, "--category");
+    assert!(stderr(&out).contains("\"person\""), "{}", stderr(&out));
+    let out = ember(&["init", "--csv", csv, "--label", "label", flag, "label"]);
+    bad_input(&out, "--category label names the --label column");
+}
+
 /// An embedded table's run, killed in its third epoch, resumes to the uninterrupted run's
 /// weights and losses, bit for bit (the tables and their Adam moments are in the checkpoint);
 /// `--init-from` its model starts a new run where it ended.

@@ -76,7 +76,7 @@ fn mutated_files() -> impl Iterator<Item = (usize, Vec<u8>)> {
 
 /// What `init` made of `path`: a draft that parses and checks, or an error of one line.
 fn outcome(path: &std::path::Path) -> Result<(), String> {
-    match from_csv(path, "species") {
+    match from_csv(path, "species", &[]) {
         Ok(draft) => {
             let raw: RawConfig = parse(path, &draft.toml).map_err(|e| e.to_string())?;
             raw.check()
@@ -95,7 +95,7 @@ fn init_survives_thousands_of_mutated_files() {
         let path = crate::data::test_file("mutated", "t.csv", &text);
         let result = std::panic::catch_unwind(|| outcome(&path));
         match result {
-            Ok(Ok(())) => match from_csv(&path, "species") {
+            Ok(Ok(())) => match from_csv(&path, "species", &[]) {
                 Ok(_) => drafted += 1,
                 Err(_) => refused += 1,
             },

@@ -45,26 +45,45 @@ pub struct Training {
     pub csv: TextCsv,
     /// Each column parsed as read: the kind it was parsed as, and its first present cell.
     parsed: Vec<Option<(ColumnKind, String)>>,
+    /// The columns the user made categories (`init --category`), kept as text.
+    categories: Vec<String>,
 }
 
 /// The bytes of the file's first records, read as text to guess which columns to parse.
 const SAMPLE_BYTES: u64 = 256 << 10;
 
-/// Reads the training file at `path` for [`infer`]; `label` stays text.
-pub fn read(path: &Path, label: &str, missing: &Missing) -> Result<Training> {
-    read_sampling(path, label, missing, SAMPLE_BYTES)
+/// Reads the training file at `path` for [`infer`]; `label` and the `categories` the user
+/// named stay text.
+pub fn read(
+    path: &Path,
+    label: &str,
+    missing: &Missing,
+    categories: &[String],
+) -> Result<Training> {
+    read_sampling(path, label, missing, categories, SAMPLE_BYTES)
 }
 
 /// [`read`], guessing from the records in the file's first `sample` bytes. A column parsed as
 /// a number or a date that holds a cell of another kind further on (the guess was wrong) is
 /// read again as text with the file, so that its type is inferred from its text as for any
 /// column: the same types as from the text alone.
-pub fn read_sampling(path: &Path, label: &str, missing: &Missing, sample: u64) -> Result<Training> {
+pub fn read_sampling(
+    path: &Path,
+    label: &str,
+    missing: &Missing,
+    categories: &[String],
+    sample: u64,
+) -> Result<Training> {
     let head = crate::data::text_csv::read_head(path, sample)?;
-    // A file without the label column says so before the whole file is read.
+    // A file without the label column, or without a column named a category, says so before
+    // the whole file is read.
     head.column(label, "--label")?;
+    for name in categories {
+        head.column(name, "--category")?;
+    }
+    let text = |name: &String| name == label || categories.contains(name);
     let mut guesses: BTreeMap<String, Guess> = (0..head.header.len())
-        .filter(|&c| head.header[c] != label)
+        .filter(|&c| !text(&head.header[c]))
         .filter_map(|c| Some((head.header[c].clone(), guess(&head, c, missing)?)))
         .collect();
     loop {
@@ -82,7 +101,12 @@ pub fn read_sampling(path: &Path, label: &str, missing: &Missing, sample: u64) -
             let parsed = (csv.header.iter())
                 .map(|h| guesses.get(h).map(|g| (g.kind, g.first.clone())))
                 .collect();
-            return Ok(Training { csv, parsed });
+            let categories = categories.to_vec();
+            return Ok(Training {
+                csv,
+                parsed,
+                categories,
+            });
         }
         drop(csv);
         wrong.iter().for_each(|name| drop(guesses.remove(name)));
@@ -147,7 +171,11 @@ pub fn infer(training: &Training, label: usize, missing: &Missing) -> Vec<Inferr
                 .map(|(t, _)| t)
                 .filter(|t| !missing.is(t))
                 .collect();
-            let (kind, values, mut why) = kind_of(&csv.header[c], &cells);
+            let named = training.categories.contains(&csv.header[c]);
+            let (kind, values, mut why) = match named {
+                true => named_category(&cells),
+                false => kind_of(&csv.header[c], &cells),
+            };
             let many = (kind == ColumnKind::Category)
                 .then(|| many_levels(&cells, csv.rows()))
                 .flatten();
@@ -202,6 +230,13 @@ fn parsed_kind(csv: &TextCsv, c: usize, kind: ColumnKind, first: &str) -> Inferr
         why,
         embed: None,
     }
+}
+
+/// A column the user made a category (`init --category`), with its levels summarised.
+fn named_category(cells: &[&str]) -> (ColumnKind, String, String) {
+    let distinct: FxHashSet<&str> = cells.iter().copied().collect();
+    let why = "a category by --category".into();
+    (ColumnKind::Category, summary_of_levels(&distinct), why)
 }
 
 /// A column's type from its present cells, with its values summarised and the reason.
@@ -262,7 +297,33 @@ fn numeric_kind(name: &str, first: &str, numbers: &[f64]) -> (ColumnKind, String
         let why = "an ID: a different integer in every row".into();
         return (ColumnKind::Ignore, range, why);
     }
-    (ColumnKind::Numeric, range, String::new())
+    let why = code_levels(name, first, numbers)
+        .map(|levels| format!("integer codes? {levels} different values, named or spelled like codes: `ember init --category {name}` makes it a category"))
+        .unwrap_or_default();
+    (ColumnKind::Numeric, range, why)
+}
+
+/// At least this many different integers make a column named or spelled like a code (see
+/// [`code_levels`]) worth a note: fewer, and a number's order may well mean something.
+const MIN_CODE_LEVELS: usize = 20;
+
+/// The count of different values of a column of integers that looks like codes of people,
+/// products or places rather than a measurement: named like an ID or a code (`user_id`,
+/// `zip`, `product_code`), or spelled with a leading zero (`0417`); `None` otherwise. Their
+/// numeric order means nothing, so a category (embedded, when there are many) may fit them
+/// better, which `init` says and leaves to the user.
+fn code_levels(name: &str, first: &str, numbers: &[f64]) -> Option<usize> {
+    let lower = name.to_ascii_lowercase();
+    let named = named_like_id(name) || ["code", "zip", "postal"].iter().any(|w| lower.contains(w));
+    let spelled =
+        first.len() > 1 && first.starts_with('0') && first.bytes().all(|b| b.is_ascii_digit());
+    if !(named || spelled) || numbers.iter().any(|v| v.fract() != 0.0) {
+        return None;
+    }
+    let mut sorted = numbers.to_vec();
+    sorted.sort_unstable_by(f64::total_cmp);
+    sorted.dedup();
+    (sorted.len() >= MIN_CODE_LEVELS).then_some(sorted.len())
 }
 
 fn all_different(numbers: &[f64]) -> bool {

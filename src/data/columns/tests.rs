@@ -392,6 +392,38 @@ fn a_nearly_unique_text_column_is_ignored_with_its_reason() {
     );
 }
 
+/// Integers named like codes, or spelled with a leading zero, with 20 different values or
+/// more, are flagged (and stay numeric); a plain count, or a code of few values, is not.
+#[test]
+fn integer_codes_are_flagged_with_what_to_do() {
+    let mut text = String::from("user_id,area,count,shop_code,y\n");
+    for i in 0..40 {
+        let row = [
+            format!("{}", 700 + (i * 7) % 25),
+            format!("0{}", 4100 + i % 30),
+            format!("{}", i % 30),
+            format!("{}", i % 5),
+            "0".to_string(),
+        ];
+        writeln_row(
+            &mut text,
+            &row.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+    }
+    let got = inferred(&csv("codes.csv", &text), "y");
+    let why: Vec<&str> = got.iter().map(|c| c.why.as_str()).collect();
+    let hint = |name: &str, n: usize| {
+        format!(
+            "integer codes? {n} different values, named or spelled like codes: `ember init --category {name}` makes it a category"
+        )
+    };
+    assert_eq!(
+        why,
+        [hint("user_id", 25).as_str(), &hint("area", 30), "", ""]
+    );
+    assert!(got.iter().all(|c| c.kind == ColumnKind::Numeric));
+}
+
 /// A file of 8 MiB or more is read in two halves side by side: a guess proved wrong in the
 /// second half (a date column with a number, a numeric column with text) is read again as
 /// text, as in the first.
@@ -455,7 +487,7 @@ fn inferred(csv: &TextCsv, label: &str) -> Vec<Inferred> {
     let missing = Missing::default();
     let at = csv.column(label, "label").unwrap();
     let with_sample = |bytes: u64| {
-        let training = read_sampling(&csv.path, label, &missing, bytes).unwrap();
+        let training = read_sampling(&csv.path, label, &missing, &[], bytes).unwrap();
         infer(&training, at, &missing)
     };
     let as_text = with_sample(0);
