@@ -411,9 +411,11 @@ fn every_import_points_down_the_architecture_pages_layers() {
     );
 }
 
-/// The check itself: on a small tree of its own, an import up, one sideways, a module left off
-/// the list and a name on it with no module are each found; a test module's import, a comment
-/// and the root's `input_err` macro (the `error` module's) are not.
+/// The check itself: on a small tree of its own, an import up (through `super::`, after a
+/// test module's declaration), one sideways, a module left off the list and a name on it with
+/// no module are each found; a name nested in a `use` group, a test module's imports (inline,
+/// or in a file of its own), a comment, a longer name ending in `crate::` and the root's
+/// `input_err!` macro (the `error` module's) are not.
 #[test]
 fn the_layer_check_finds_upward_and_sideways_imports() {
     let dir = std::env::temp_dir().join(format!("ember-layers-{}", std::process::id()));
@@ -425,14 +427,19 @@ fn the_layer_check_finds_upward_and_sideways_imports() {
     write("top.rs", "use crate::low::f;\n");
     write(
         "mid/mod.rs",
-        "use crate::{low::g, top};\n// crate::top in a comment\n",
+        "use crate::{low::{g, top}, error};\n// crate::also_mid in a comment\n#[cfg(test)]\nmod checks;\nfn after() { super::top::x() }\n",
     );
+    write("mid/checks.rs", "use crate::top;\n");
     write("mid/side.rs", "fn f() { crate::also_mid::h() }\n");
+    write("mid/deep.rs", "fn f() { super::super::top::y() }\n");
     write(
         "also_mid.rs",
-        "#[cfg(test)]\nmod tests {\n    use crate::top;\n}\n",
+        "#[cfg(test)]\n#[allow(unused)]\nmod tests {\n    use crate::top;\n}\nfn g() { crate::low::f() }\n",
     );
-    write("low.rs", "pub fn f() { crate::input_err!(\"x\"); }\n");
+    write(
+        "low.rs",
+        "pub fn f() { crate::input_err!(\"x\"); my_crate::top(); }\n",
+    );
     write("stray.rs", "");
     write("error.rs", "");
     let page = "# x\n\n## Layers\n\n1. `top` — a\n2. `mid` `also_mid` — b\n3. `low` `gone` — c\n4. `error` — d\n";
@@ -443,6 +450,7 @@ fn the_layer_check_finds_upward_and_sideways_imports() {
         [
             "`gone` is on the layers but not in src/",
             "`stray` is on no line of the layers",
+            "src/mid/deep.rs: mid (line 2) uses top (line 1)",
             "src/mid/mod.rs: mid (line 2) uses top (line 1)",
             "src/mid/side.rs: mid (line 2) uses also_mid (line 2)",
         ],

@@ -1,11 +1,12 @@
-//! The layers of `docs/ARCHITECTURE.md` hold in the code: every `crate::` path in `src/` (outside
-//! test modules) points down the page's list of layers, never up or sideways, and the list
+//! The layers of `docs/ARCHITECTURE.md` hold in the code: every path in `src/` (outside test
+//! modules) that names a top-level module — `crate::x`, `crate::{x, y::z}`, or `super::` up to
+//! the crate's root — points down the page's list of layers, never up or sideways, and the list
 //! names each top-level module of `src/` once, and nothing else.
 //!
 //! The page lists the layers from the top, one numbered line each, its modules in backticks:
 //! ``3. `train` `inference` — ...``. A module may use the modules of the lines below its own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Each module's line on the page (1 is the top), from the numbered lines under `## Layers`.
@@ -49,74 +50,167 @@ pub fn top_modules(src: &Path) -> Vec<String> {
     names
 }
 
-/// The source of `text` without its test module (from a `#[cfg(test)]` before a `mod` to the
-/// end of the file, where ember keeps it) and without comments.
-fn code_of(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut code = String::new();
-    for (i, line) in lines.iter().enumerate() {
-        let trimmed = line.trim_start();
-        let next = lines.get(i + 1).map_or("", |l| l.trim_start());
-        let test_module = trimmed.starts_with("#[cfg(")
-            && trimmed.contains("test")
-            && (next.starts_with("mod ") || next.starts_with("pub mod "));
-        if test_module {
-            break;
-        }
-        if !trimmed.starts_with("//") {
-            code.push_str(line.split(" // ").next().unwrap_or_default());
-            code.push('\n');
-        }
-    }
-    code
+/// `text` without comments, as lines.
+fn lines_of(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .map(|l| l.split(" // ").next().unwrap_or_default())
+        .collect()
 }
 
-/// The modules that `crate::` paths in `code` name first (`crate::a::b`, `crate::{a, b::c}`),
-/// with `crate::input_err` (the macro `error.rs` exports at the root) as `error`.
-fn named_modules(code: &str) -> Vec<String> {
-    let mut named = Vec::new();
-    for after in code.split("crate::").skip(1) {
-        let words = match after.strip_prefix('{') {
-            Some(group) => group.split('}').next().unwrap_or_default(),
-            None => after,
+/// Whether `lines[i]` begins a test module: `#[cfg(test)]` (or a `cfg` on `test` with
+/// others), then any other attributes, then `mod NAME`; returns that `mod` line's index.
+fn test_module_at(lines: &[&str], i: usize) -> Option<usize> {
+    let cfg = lines[i].trim_start();
+    let on_test = cfg.starts_with("#[cfg(") && !cfg.contains("not(test") && cfg.contains("test");
+    if !on_test {
+        return None;
+    }
+    let mut j = i + 1;
+    while lines.get(j)?.trim_start().starts_with("#[") {
+        j += 1;
+    }
+    let item = lines[j]
+        .trim_start()
+        .trim_start_matches("pub(super) ")
+        .trim_start_matches("pub ");
+    item.starts_with("mod ").then_some(j)
+}
+
+/// The code of `text` outside its inline test modules (`#[cfg(test)] mod tests { ... }`),
+/// and the names of the test modules it declares in files of their own (`mod tests;`).
+fn code_of(text: &str) -> (String, Vec<String>) {
+    let lines = lines_of(text);
+    let (mut code, mut test_files, mut i) = (String::new(), Vec::new(), 0);
+    while i < lines.len() {
+        let Some(j) = test_module_at(&lines, i) else {
+            code.push_str(lines[i]);
+            code.push('\n');
+            i += 1;
+            continue;
         };
-        for item in words.split(',') {
-            let name: String = item
-                .trim_start()
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() {
-                named.push(if name == "input_err" {
-                    "error".into()
-                } else {
-                    name
-                });
-            }
-            if !after.starts_with('{') {
+        let name: String = lines[j]
+            .trim_start()
+            .split("mod ")
+            .nth(1)
+            .unwrap_or_default()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if lines[j].trim_end().ends_with(';') {
+            test_files.push(name);
+            i = j + 1;
+            continue;
+        }
+        // Past the module's closing brace.
+        let mut depth = 0i64;
+        i = j;
+        while i < lines.len() {
+            depth += lines[i].matches('{').count() as i64 - lines[i].matches('}').count() as i64;
+            i += 1;
+            if depth <= 0 && lines[i - 1].contains('}') {
                 break;
             }
+        }
+    }
+    (code, test_files)
+}
+
+/// The first name of each path in a `use` group's text (after its `{`), to its closing brace:
+/// `a::b, c::{d, e}, f` gives `a`, `c`, `f`.
+fn group_heads(group: &str) -> Vec<String> {
+    let (mut heads, mut depth, mut at_start) = (Vec::new(), 0, true);
+    let mut word = String::new();
+    for c in group.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => at_start = true,
+            c if at_start && (c.is_alphanumeric() || c == '_') => word.push(c),
+            _ if !word.is_empty() => {
+                heads.push(std::mem::take(&mut word));
+                at_start = false;
+            }
+            _ => {}
+        }
+    }
+    heads.extend((!word.is_empty()).then_some(word));
+    heads
+}
+
+/// The first name after each `prefix` in `code` (one name, or each head of a `{...}` group),
+/// where `prefix` is not the end of a longer name (`my_crate::`).
+fn names_after(code: &str, prefix: &str) -> Vec<String> {
+    let mut named = Vec::new();
+    for (at, _) in code.match_indices(prefix) {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let after = &code[at + prefix.len()..];
+        match after.strip_prefix('{') {
+            Some(group) => named.extend(group_heads(group)),
+            None => named.push(
+                after
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect(),
+            ),
         }
     }
     named
 }
 
-/// Every `.rs` file under `dir`, but the files that hold only a test module (`tests.rs`).
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
+/// The top-level modules (and root items) that `code`, in a module `depth` below the root,
+/// names: through `crate::`, or through `super::` repeated `depth` times; the root's
+/// `input_err!` macro is the `error` module's.
+fn named_modules(code: &str, depth: usize) -> Vec<String> {
+    let mut named = names_after(code, "crate::");
+    named.extend(names_after(code, &"super::".repeat(depth)));
+    for name in &mut named {
+        if name == "input_err" {
+            *name = "error".into();
+        }
+    }
+    named
+}
+
+/// Every `.rs` file under `dir` but the test modules' files, with its depth below the crate's
+/// root (`src/a.rs` and `src/a/mod.rs` 1, `src/a/b.rs` 2).
+fn sources(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, usize)>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    let mut skipped = BTreeSet::new();
+    for path in &entries {
+        if path.extension().is_some_and(|e| e == "rs") {
+            let (_, test_files) = code_of(&std::fs::read_to_string(path).unwrap());
+            // `dir/x.rs` declares `dir/x/NAME.rs`; `dir/mod.rs` declares `dir/NAME.rs`.
+            let stem = path.file_stem().unwrap();
+            let home = if stem == "mod" {
+                dir.to_path_buf()
+            } else {
+                dir.join(stem)
+            };
+            skipped.extend(test_files.iter().map(|n| home.join(format!("{n}.rs"))));
+        }
+    }
+    for path in entries {
         if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs")
-            && path.file_name().is_some_and(|n| n != "tests.rs")
-        {
-            out.push(path);
+            sources(&path, depth + 1, out);
+        } else if path.extension().is_some_and(|e| e == "rs") && !skipped.contains(&path) {
+            let own = depth + usize::from(path.file_stem().is_some_and(|s| s != "mod"));
+            out.push((path, own));
         }
     }
 }
 
-/// Each import in `src` that breaks `line_of`: `file: a -> b (line i to line j)`, and each
-/// top-level module missing from the list.
+/// Each import in `src` that breaks `line_of`: `file: a (line i) uses b (line j)`, each
+/// top-level module missing from the list, and each listed name with no module.
 pub fn violations(src: &Path, line_of: &BTreeMap<String, usize>) -> Vec<String> {
     let modules = top_modules(src);
     let mut found: Vec<String> = line_of
@@ -131,26 +225,25 @@ pub fn violations(src: &Path, line_of: &BTreeMap<String, usize>) -> Vec<String> 
             .map(|m| format!("`{m}` is on no line of the layers")),
     );
     let mut files = Vec::new();
-    sources(src, &mut files);
-    files.sort();
-    for file in files {
+    sources(src, 0, &mut files);
+    for (file, depth) in files {
         let rel = file.strip_prefix(src).unwrap();
         let top = rel.iter().next().unwrap().to_string_lossy();
         let top = top.trim_end_matches(".rs");
         let Some(&from) = line_of.get(top) else {
             continue;
         };
-        let code = code_of(&std::fs::read_to_string(&file).unwrap());
-        for to in named_modules(&code) {
-            match line_of.get(&to) {
-                Some(&line) if to != top && line <= from => found.push(format!(
+        let (code, _) = code_of(&std::fs::read_to_string(&file).unwrap());
+        let mut uses: BTreeSet<String> = named_modules(&code, depth).into_iter().collect();
+        uses.remove(top);
+        for to in uses {
+            if let Some(&line) = line_of.get(&to).filter(|&&line| line <= from) {
+                found.push(format!(
                     "src/{}: {top} (line {from}) uses {to} (line {line})",
                     rel.display()
-                )),
-                _ => {}
+                ));
             }
         }
     }
-    found.dedup();
     found
 }

@@ -173,8 +173,8 @@ pub fn infer(training: &Training, label: usize, missing: &Missing) -> Vec<Inferr
                 .collect();
             let named = training.categories.contains(&csv.header[c]);
             let (kind, values, mut why) = match named {
-                true => named_category(&cells),
-                false => kind_of(&csv.header[c], &cells),
+                true if !cells.is_empty() => named_category(&cells),
+                _ => kind_of(&csv.header[c], &cells, csv.rows()),
             };
             let many = (kind == ColumnKind::Category)
                 .then(|| many_levels(&cells, csv.rows()))
@@ -215,7 +215,7 @@ fn parsed_kind(csv: &TextCsv, c: usize, kind: ColumnKind, first: &str) -> Inferr
     let name = &csv.header[c];
     let (kind, values, why) = match kind {
         // Only where the file changed after its first records were read.
-        _ if present.is_empty() => kind_of(name, &[]),
+        _ if present.is_empty() => kind_of(name, &[], csv.rows()),
         ColumnKind::Date => date_kind(
             first,
             &present.iter().map(|d| *d as i64).collect::<Vec<_>>(),
@@ -239,8 +239,9 @@ fn named_category(cells: &[&str]) -> (ColumnKind, String, String) {
     (ColumnKind::Category, summary_of_levels(&distinct), why)
 }
 
-/// A column's type from its present cells, with its values summarised and the reason.
-fn kind_of(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
+/// A column's type from its present cells (of the file's `rows`), with its values summarised
+/// and the reason.
+fn kind_of(name: &str, cells: &[&str], rows: usize) -> (ColumnKind, String, String) {
     if cells.is_empty() {
         let why = "every cell is missing".into();
         return (ColumnKind::Ignore, String::new(), why);
@@ -259,7 +260,7 @@ fn kind_of(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
     {
         return date_kind(cells[0], &days);
     }
-    text_kind(name, cells)
+    text_kind(name, cells, rows)
 }
 
 /// A column of dates (days since 1970-01-01; the first spelled `first`): a date, unless
@@ -298,9 +299,19 @@ fn numeric_kind(name: &str, first: &str, numbers: &[f64]) -> (ColumnKind, String
         return (ColumnKind::Ignore, range, why);
     }
     let why = code_levels(name, first, numbers)
-        .map(|levels| format!("integer codes? {levels} different values, named or spelled like codes: `ember init --category {name}` makes it a category"))
+        .map(|levels| format!("integer codes? {levels} different values, named or spelled like codes: `ember init --category {}` makes it a category", shell_word(name)))
         .unwrap_or_default();
     (ColumnKind::Numeric, range, why)
+}
+
+/// `name` as one word of a shell command: as it is where it is plain, else quoted.
+fn shell_word(name: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
+    match name.chars().all(plain) {
+        true => name.to_string(),
+        false if name.chars().any(char::is_control) => format!("{name:?}"),
+        false => format!("'{}'", name.replace('\'', "'\\''")),
+    }
 }
 
 /// At least this many different integers make a column named or spelled like a code (see
@@ -333,7 +344,7 @@ fn all_different(numbers: &[f64]) -> bool {
 }
 
 /// A column of text: a category, unless constant, an ID or free text.
-fn text_kind(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
+fn text_kind(name: &str, cells: &[&str], rows: usize) -> (ColumnKind, String, String) {
     let distinct: FxHashSet<&str> = cells.iter().copied().collect();
     if distinct.len() == 1 {
         return constant(cells[0]);
@@ -362,7 +373,7 @@ fn text_kind(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
         let why = "an ID: named so, and mostly different in every row";
         return (ColumnKind::Ignore, levels, why.into());
     }
-    if let Some(why) = nearly_unique(cells, distinct.len()) {
+    if let Some(why) = nearly_unique(cells, distinct.len(), rows) {
         return (ColumnKind::Ignore, levels, why);
     }
     let lower: FxHashSet<String> = distinct.iter().map(|d| d.to_ascii_lowercase()).collect();
@@ -381,20 +392,31 @@ fn text_kind(name: &str, cells: &[&str]) -> (ColumnKind, String, String) {
 /// its rows hold a level seen fewer than [`MIN_LEVEL_ROWS`] times, which training would give no
 /// input or vector of its own (they share "(other)"), so the column says little but which rows
 /// are rare, and an embedding of its few repeated levels is fitted on few rows each.
-fn nearly_unique(cells: &[&str], distinct: usize) -> Option<String> {
-    if distinct * 2 <= cells.len() {
+/// The file's missing cells are a level of their own (training gives "(missing)" an input),
+/// so a column mostly missing is not nearly unique; nor is one of fewer than [`MIN_ID_ROWS`]
+/// rows, too few to tell.
+fn nearly_unique(cells: &[&str], distinct: usize, rows: usize) -> Option<String> {
+    if rows < MIN_ID_ROWS || distinct * 2 <= rows {
         return None;
     }
     let mut counts: rustc_hash::FxHashMap<&str, usize> = Default::default();
     for cell in cells {
         *counts.entry(cell).or_default() += 1;
     }
-    let in_levels: usize = counts.values().filter(|&&n| n >= MIN_LEVEL_ROWS).sum();
-    (in_levels * 2 < cells.len()).then(|| {
-        let share = 100.0 * (cells.len() - in_levels) as f64 / cells.len() as f64;
+    let missing = rows - cells.len();
+    let in_levels: usize = counts
+        .values()
+        .filter(|&&n| n >= MIN_LEVEL_ROWS)
+        .sum::<usize>()
+        + if missing >= MIN_LEVEL_ROWS {
+            missing
+        } else {
+            0
+        };
+    (in_levels * 2 < rows).then(|| {
+        let share = 100.0 * (rows - in_levels) as f64 / rows as f64;
         format!(
-            "nearly unique: {distinct} levels in {} rows, {share:.0} % of them in a level seen under {MIN_LEVEL_ROWS} times (titles, names or free text)",
-            cells.len()
+            "nearly unique: {distinct} levels in {rows} rows, {share:.0} % of them in a level seen under {MIN_LEVEL_ROWS} times (titles, names or free text)"
         )
     })
 }

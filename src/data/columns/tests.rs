@@ -371,21 +371,31 @@ fn infers_types_with_reasons() {
 }
 
 /// A text column nearly unique per row is ignored with its reason; one with as many levels
-/// but half its rows in levels seen three times stays a category.
+/// but half its rows in levels seen three times stays a category, and so does one whose rows
+/// are mostly missing (a level of its own) and otherwise unique.
 #[test]
 fn a_nearly_unique_text_column_is_ignored_with_its_reason() {
-    let mut text = String::from("title,mixed,y\n");
+    let mut text = String::from("title,mixed,cabin,y\n");
     for i in 0..30 {
         let mixed = if i < 15 {
             format!("m{}", i / 3)
         } else {
             format!("u{i}")
         };
-        writeln_row(&mut text, &[&format!("film {}", i % 20), &mixed, "0"]);
+        let cabin = if i < 12 {
+            format!("C{i}")
+        } else {
+            String::new()
+        };
+        writeln_row(
+            &mut text,
+            &[&format!("film {}", i % 20), &mixed, &cabin, "0"],
+        );
     }
     let got = inferred(&csv("titles.csv", &text), "y");
     let kinds: Vec<ColumnKind> = got.iter().map(|c| c.kind).collect();
-    assert_eq!(kinds, [ColumnKind::Ignore, ColumnKind::Category]);
+    use ColumnKind::*;
+    assert_eq!(kinds, [Ignore, Category, Category]);
     assert_eq!(
         got[0].why,
         "nearly unique: 20 levels in 30 rows, 100 % of them in a level seen under 3 times (titles, names or free text)"
