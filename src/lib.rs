@@ -27,6 +27,7 @@ pub mod record;
 pub mod replicas;
 pub mod rng;
 pub mod run;
+pub mod shell;
 pub mod stats;
 pub mod sweep;
 pub mod tracking;

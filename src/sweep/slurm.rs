@@ -7,6 +7,7 @@ use super::folder::{LOGS, SCRIPT, SWEEP, SweepDir};
 use crate::device::DeviceRequest;
 use crate::error::{EmberError, Result};
 use crate::input_err;
+use crate::shell::quote;
 use std::path::{Path, PathBuf};
 
 /// The options of `ember sweep slurm`.
@@ -169,24 +170,8 @@ fn script(s: &Script) -> String {
     lines.join("\n") + "\n"
 }
 
-/// `s` as one single-quoted shell word.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 fn make_executable(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
         .map_err(|e| EmberError::write(path, e))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quotes_survive_the_shell() {
-        assert_eq!(quote("model.hidden=[8]"), "'model.hidden=[8]'");
-        assert_eq!(quote("data.label='y'"), r"'data.label='\''y'\'''");
-    }
 }

@@ -299,19 +299,9 @@ fn numeric_kind(name: &str, first: &str, numbers: &[f64]) -> (ColumnKind, String
         return (ColumnKind::Ignore, range, why);
     }
     let why = code_levels(name, first, numbers)
-        .map(|levels| format!("integer codes? {levels} different values, named or spelled like codes: `ember init --category {}` makes it a category", shell_word(name)))
+        .map(|levels| format!("integer codes? {levels} different values, named or spelled like codes: `ember init --category {}` makes it a category", crate::shell::word(name)))
         .unwrap_or_default();
     (ColumnKind::Numeric, range, why)
-}
-
-/// `name` as one word of a shell command: as it is where it is plain, else quoted.
-fn shell_word(name: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
-    match name.chars().all(plain) {
-        true => name.to_string(),
-        false if name.chars().any(char::is_control) => format!("{name:?}"),
-        false => format!("'{}'", name.replace('\'', "'\\''")),
-    }
 }
 
 /// At least this many different integers make a column named or spelled like a code (see
@@ -331,16 +321,20 @@ fn code_levels(name: &str, first: &str, numbers: &[f64]) -> Option<usize> {
     if !(named || spelled) || numbers.iter().any(|v| v.fract() != 0.0) {
         return None;
     }
-    let mut sorted = numbers.to_vec();
-    sorted.sort_unstable_by(f64::total_cmp);
-    sorted.dedup();
-    (sorted.len() >= MIN_CODE_LEVELS).then_some(sorted.len())
+    let levels = distinct(numbers);
+    (levels >= MIN_CODE_LEVELS).then_some(levels)
 }
 
 fn all_different(numbers: &[f64]) -> bool {
+    distinct(numbers) == numbers.len()
+}
+
+/// How many different values `numbers` holds.
+fn distinct(numbers: &[f64]) -> usize {
     let mut sorted = numbers.to_vec();
     sorted.sort_unstable_by(f64::total_cmp);
-    sorted.windows(2).all(|w| w[0] != w[1])
+    sorted.dedup();
+    sorted.len()
 }
 
 /// A column of text: a category, unless constant, an ID or free text.

@@ -1,0 +1,31 @@
+//! Text as words of a shell command: what ember writes into scripts (the Slurm array) and into
+//! the commands it suggests.
+
+/// `s` as one single-quoted shell word.
+pub fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// `s` as one shell word: as it is where it is plain, else [`quote`]d (or, holding a control
+/// character such as a newline, in Rust's escaped spelling, so that it stays on one line).
+pub fn word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
+    match s.chars().all(plain) {
+        true => s.to_string(),
+        false if s.chars().any(char::is_control) => format!("{s:?}"),
+        false => quote(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_survive_the_shell() {
+        assert_eq!(quote("model.hidden=[8]"), "'model.hidden=[8]'");
+        assert_eq!(quote("data.label='y'"), r"'data.label='\''y'\'''");
+        assert_eq!(word("user_id"), "user_id");
+        assert_eq!(word("Zip Code"), "'Zip Code'");
+    }
+}
