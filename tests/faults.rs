@@ -350,6 +350,12 @@ fn ember_strings(args: &[String]) -> Output {
 /// Each of the `trials` of sweep `out` ended complete with the model of sweep `whole`; `o` is
 /// the output of the sweep's last run, shown where they did not.
 fn assert_same_sweep(out: &Path, whole: &Path, trials: usize, o: &Output) {
+    let names = std::fs::read_dir(out).unwrap().flatten();
+    let hidden: Vec<String> = names
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(hidden.is_empty(), "{}: left {hidden:?}", out.display());
     for i in 0..trials {
         let t = format!("trial-{i:03}");
         let model = |d: &Path| std::fs::read(d.join(&t).join("model.safetensors")).ok();
@@ -473,6 +479,9 @@ fn a_replica_sweep_killed_at_any_instant_ends_as_the_uninterrupted_one() {
     let life = started.elapsed();
     let mut points: Vec<Kill> = (0..20).map(|i| Kill::After(life * i / 20)).collect();
     for fault in [
+        // Killed while copying the sweep into its folder, before the sweep file is in place.
+        "kill@base.toml:written",
+        "kill@sweep.toml:partial",
         "kill@trials:written",
         "kill@config.toml:partial#2",
         "kill@model-30.mpk:written",

@@ -71,8 +71,7 @@ impl SweepDir {
             }
             return Ok((dir, held));
         }
-        let occupied = std::fs::read_dir(&dir.path).is_ok_and(|mut d| d.next().is_some());
-        if occupied {
+        if !dir.empty_or_started_only() {
             return Err(input_err!(
                 "--out {}: is not empty and holds no sweep; choose a new folder",
                 dir.path.display()
@@ -96,6 +95,20 @@ impl SweepDir {
         }
         let plan = plan(&dir.file(SWEEP), &[])?;
         Ok((dir, plan))
+    }
+
+    /// Whether the folder is missing, empty, or holds only what [`Self::copy_in`] writes before
+    /// the sweep file: a start killed that early is no dead end, it starts again.
+    fn empty_or_started_only(&self) -> bool {
+        let Ok(entries) = std::fs::read_dir(&self.path) else {
+            return true;
+        };
+        entries.flatten().all(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let empty_logs = name == LOGS
+                && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none());
+            Self::is_temporary(&name) || empty_logs || name == BASE
+        })
     }
 
     /// Writes the base and the sweep file (its `base` rewritten to the copy) into the folder.
@@ -123,7 +136,25 @@ impl SweepDir {
         );
         // The sweep file last: a folder with it holds a whole sweep.
         crate::fs::write_atomic(&self.file(BASE), &crate::fs::read_file(base)?)?;
-        crate::fs::write_atomic(&self.file(SWEEP), copy.as_bytes())
+        crate::fs::write_atomic(&self.file(SWEEP), copy.as_bytes())?;
+        self.remove_temporaries();
+        Ok(())
+    }
+
+    /// Removes the temporary copies a start killed before its renames left behind.
+    fn remove_temporaries(&self) {
+        for entry in std::fs::read_dir(&self.path).into_iter().flatten().flatten() {
+            if Self::is_temporary(&entry.file_name().to_string_lossy()) {
+                std::fs::remove_file(entry.path()).ok();
+            }
+        }
+    }
+
+    /// A temporary file of [`crate::fs::write_atomic`] writing the base or the sweep file.
+    fn is_temporary(name: &str) -> bool {
+        [BASE, SWEEP]
+            .iter()
+            .any(|f| name.starts_with(&format!(".{f}.tmp-")))
     }
 
     pub fn file(&self, name: &str) -> PathBuf {
