@@ -5,7 +5,7 @@ EMBER := target/release/ember
 # `make train` and the one of `make test` stay the same build.
 export EMBER_GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 
-.PHONY: data build train test docs lint bench bench-ops bench-peers gpu-pack gpu-check clean
+.PHONY: data build train test docs lint bench bench-ops bench-peers bench-tables gpu-pack gpu-check clean
 
 data:        ## FashionMNIST in datasets/fashion-mnist or Debian's /usr/share/datasets/fashion-mnist
 	scripts/get-data.sh
@@ -35,6 +35,14 @@ bench-ops:   ## this machine's fp32 peak (benches/peak.rs), then the CPU kernels
 
 bench-peers: data build   ## ember against PyTorch, Keras and JAX side by side -> docs/benchmarks/
 	scripts/bench-peers.sh
+
+# The tables' Python environment (pandas, scikit-learn, lightgbm), made on first use.
+TABLES_VENV ?= .tables-venv
+
+bench-tables: build   ## ember's drafted defaults against LightGBM and scikit-learn on public tables
+	test -x $(TABLES_VENV)/bin/python || python3 -m venv $(TABLES_VENV)
+	$(TABLES_VENV)/bin/pip install --quiet -r bench/tables/requirements.txt
+	$(TABLES_VENV)/bin/python bench/tables/bench.py --ember $(EMBER) --work bench-out/tables
 
 gpu-pack:    ## what scripts/gpu-check.sh needs on a GPU machine (binary + data, < 64 MiB)
 	scripts/gpu-check.sh --pack

@@ -3,6 +3,7 @@
 //! on small data: standardised columns, Adam at 1e-3, shuffled batches of a size that fits.
 
 use crate::data::columns::{ColumnKind, Missing, infer};
+use crate::data::table::TextCsv;
 use crate::data::{class_order, images};
 use crate::error::{EmberError, Result};
 use crate::input_err;
@@ -125,32 +126,19 @@ pub fn from_csv(path: &Path, label: &str, categories: &[String]) -> Result<Draft
     let training = infer::read(path, label, &missing, categories)?;
     let csv = &training.csv;
     let at = csv.column(label, "--label")?;
-    let values: Vec<&str> = csv
-        .texts(at)
-        .map(|(t, _)| t)
-        .filter(|t| !missing.is(t))
-        .collect();
-    if values.len() < 2 {
-        return Err(EmberError::file(
-            path,
-            format!("fewer than 2 data rows with a value in \"{label}\""),
-        ));
-    }
-    if values.iter().all(|v| *v == values[0]) {
-        return Err(EmberError::file(
-            path,
-            format!(
-                "\"{label}\" holds one value ({}) in every row with a label: nothing to learn",
-                values[0]
-            ),
-        ));
-    }
+    let values = label_values(csv, at, path, label, &missing)?;
     let (task, mut why) = task_of(&values, label);
     if values.len() < csv.rows() {
         let n = csv.rows() - values.len();
         why += &format!("; {n} rows without a label will be left out");
     }
-    let columns = infer::infer(&training, at, &missing);
+    let mut columns = infer::infer(&training, at, &missing);
+    let target_tail = (task == "regression")
+        .then(|| infer::heavy_tail(&infer::numbers(&values)))
+        .flatten();
+    columns
+        .iter_mut()
+        .for_each(|c| choose_scaling(c, task, target_tail));
     if columns.iter().all(|c| c.kind == ColumnKind::Ignore) {
         return Err(EmberError::file(
             path,
@@ -177,13 +165,8 @@ pub fn from_csv(path: &Path, label: &str, categories: &[String]) -> Result<Draft
         }
         None => String::new(),
     };
-    let command = format!("ember init --csv {} --label {label}", path.display())
-        + &categories
-            .iter()
-            .map(|c| format!(" --category {c}"))
-            .collect::<String>();
     let job = job_file(
-        &command,
+        &init_command(path, label, categories),
         task,
         values.len(),
         &top,
@@ -195,6 +178,72 @@ pub fn from_csv(path: &Path, label: &str, categories: &[String]) -> Result<Draft
         why: format!("inferred task = \"{task}\": {why}"),
         columns: Some(infer::table(&columns)),
     })
+}
+
+/// The label cells of column `at` that are not missing: at least two, not all one value.
+fn label_values<'a>(
+    csv: &'a TextCsv,
+    at: usize,
+    path: &Path,
+    label: &str,
+    missing: &Missing,
+) -> Result<Vec<&'a str>> {
+    let values: Vec<&str> = (csv.texts(at).map(|(t, _)| t))
+        .filter(|t| !missing.is(t))
+        .collect();
+    if values.len() < 2 {
+        return Err(EmberError::file(
+            path,
+            format!("fewer than 2 data rows with a value in \"{label}\""),
+        ));
+    }
+    if values.iter().all(|v| *v == values[0]) {
+        return Err(EmberError::file(
+            path,
+            format!(
+                "\"{label}\" holds one value ({}) in every row with a label: nothing to learn",
+                values[0]
+            ),
+        ));
+    }
+    Ok(values)
+}
+
+/// The `ember init` command that drafts this job, as the job file's first comment says it,
+/// each word quoted for the shell where it needs to be.
+fn init_command(path: &Path, label: &str, categories: &[String]) -> String {
+    use crate::shell::word;
+    let mut command = format!(
+        "ember init --csv {} --label {}",
+        word(&path.display().to_string()),
+        word(label)
+    );
+    for c in categories {
+        command += &format!(" --category {}", word(c));
+    }
+    command
+}
+
+/// Whether `column`, where its tail is heavy, is scaled robustly, with the reason. In ember's
+/// table benchmark (docs/tables.md, scaling) robust scaling paid for a regression whose target
+/// is not heavy-tailed itself (a rating from heavy-tailed counts); it cost where the target's
+/// own tail follows the inputs' (a market value from sales and assets: clipping the inputs'
+/// tails hides what sets the target's), and on classifiers it lost as often as it won.
+fn choose_scaling(column: &mut infer::Inferred, task: &str, target_tail: Option<f64>) {
+    let Some(reach) = column.tail else {
+        return;
+    };
+    column.robust = task == "regression" && target_tail.is_none();
+    let choice = match (column.robust, task) {
+        (true, _) => "scaled robustly",
+        (false, "regression") => "kept as it is, since the target's tail is heavy too",
+        (false, _) => "kept as it is for a classifier",
+    };
+    let tail = format!("a heavy tail, {reach:.0} interquartile ranges from the median: {choice}");
+    column.why = match column.why.as_str() {
+        "" => tail,
+        why => format!("{why}; {tail}"),
+    };
 }
 
 /// Below this ratio of the rarest class's rows to the commonest's, `init` offers class weights.
@@ -251,6 +300,19 @@ fn columns_table(columns: &[infer::Inferred]) -> String {
         );
         for (name, width) in embedded {
             let _ = writeln!(t, "{} = {width}", key(name));
+        }
+    }
+    let robust: Vec<&str> = (columns.iter())
+        .filter(|c| c.robust)
+        .map(|c| c.name.as_str())
+        .collect();
+    if !robust.is_empty() {
+        t.push_str(
+            "\n# Numbers with heavy tails: centred on the median, divided by the interquartile range and\n\
+             # clipped smoothly (docs/tables.md, scaling). Delete a line to take the column as it is.\n[data.scaling]\n",
+        );
+        for name in robust {
+            let _ = writeln!(t, "{} = \"robust\"", key(name));
         }
     }
     t

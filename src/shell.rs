@@ -9,7 +9,9 @@ pub fn quote(s: &str) -> String {
 /// `s` as one shell word: as it is where it is plain, else [`quote`]d (or, holding a control
 /// character such as a newline, in Rust's escaped spelling, so that it stays on one line).
 pub fn word(s: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
+    // Characters no shell reads specially (`=` and `:` only where a word does not start a
+    // command, as in the commands ember suggests).
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./:,+@%=".contains(c);
     match s.chars().all(plain) {
         true => s.to_string(),
         false if s.chars().any(char::is_control) => format!("{s:?}"),
@@ -27,5 +29,7 @@ mod tests {
         assert_eq!(quote("data.label='y'"), r"'data.label='\''y'\'''");
         assert_eq!(word("user_id"), "user_id");
         assert_eq!(word("Zip Code"), "'Zip Code'");
+        assert_eq!(word("data/train-2024.csv"), "data/train-2024.csv");
+        assert_eq!(word("it's"), r"'it'\''s'");
     }
 }

@@ -365,7 +365,7 @@ fn penguins(dir: &Path, name: &str, label: &str, extra: &[&str]) -> PathBuf {
 fn mixed_tables_export_with_their_preprocessing_for_every_task_and_activation() {
     let dir = scratch("onnx-tables");
     let table = common::root().join("examples/penguins-raw.csv");
-    let cases: Vec<Case> = [
+    let mut cases: Vec<Case> = [
         ("species-relu", "Species", "model.activation=\"relu\""),
         // An embedded category: its index is looked up in the exported table.
         ("species-embedded", "Species", "data.embed.Island=3"),
@@ -388,6 +388,17 @@ fn mixed_tables_export_with_their_preprocessing_for_every_task_and_activation() 
         )
     })
     .collect();
+    // A heavy tail scaled robustly (the day's rain), and a date.
+    let weather = common::root().join("examples/seattle-weather.csv");
+    let (job, _) = common::drafted_as(&dir, "weather.toml", &weather, "temp_max", 3);
+    assert!(
+        std::fs::read_to_string(&job)
+            .unwrap()
+            .contains("precipitation = \"robust\"")
+    );
+    let run = dir.join("temp-robust");
+    ok(&common::train_on_cpu(&job, &run, &[]));
+    cases.push(case(&dir, "temp-robust", &run, &weather));
     check_all(&dir, &cases);
     // `train --export onnx` writes the same file as `ember export` afterwards.
     let run = penguins(

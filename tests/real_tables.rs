@@ -829,3 +829,97 @@ fn an_embedded_table_resumes_bit_for_bit_and_seeds_another_run() {
         "valid loss after one epoch: {a} from the model, {b} from scratch"
     );
 }
+
+/// Seattle's daily weather (examples/): rain is 0 on most days and up to 56 mm on a few, a
+/// heavy tail. Predicting the day's high temperature (a regression whose target is not
+/// heavy-tailed), `init` scales the rain robustly; eval and predict apply the fit, so that a
+/// downpour beyond anything in training reaches the model clipped; a classifier keeps it.
+#[test]
+fn a_heavy_tail_is_scaled_robustly_where_init_drafts_it_and_predict_applies_it() {
+    let dir = scratch("tables-heavy-tail");
+    let weather = common::root().join("examples/seattle-weather.csv");
+    let (cfg, why) = drafted(&dir, &weather, "temp_max", 10);
+    let job = std::fs::read_to_string(&cfg).unwrap();
+    assert!(
+        job.contains("[data.scaling]\nprecipitation = \"robust\"\n"),
+        "{job}"
+    );
+    let line = |text: &str, column: &str| {
+        let found = text.lines().find(|l| l.starts_with(column));
+        found.unwrap_or_default().to_string()
+    };
+    assert!(
+        line(&why, "precipitation ")
+            .contains("interquartile ranges from the median: scaled robustly"),
+        "{why}"
+    );
+    assert!(!line(&why, "temp_min ").contains("heavy"), "{why}");
+    let run = dir.join("run");
+    ok(&train(&cfg, &run));
+    let resolved = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    // The file's median rain is 0 mm, its quartiles 0 and 2.8 mm.
+    let fit = "[data.encoding.robust]\ncenter = 0.0\nscale = 2.8\n";
+    assert!(resolved.contains(fit), "{resolved}");
+    // eval encodes the validation rows as training did: the same R².
+    let eval = ember(&["eval", path_str(&run), "--device", "cpu"]);
+    ok(&eval);
+    let r2 = last_valid(&run, "r2");
+    let said = stdout(&eval);
+    let evaluated: f64 = (said
+        .split(" r2 ")
+        .nth(1)
+        .and_then(|a| a.split([' ', ',']).next()))
+    .and_then(|v| v.parse().ok())
+    .unwrap_or_else(|| panic!("no r2 in {said}"));
+    assert!(r2 > 0.75 && (evaluated - r2).abs() < 1e-4, "{r2}: {said}");
+    // Standardised as it is, 5,000 mm would sit a thousand deviations out; clipped, it is
+    // nearly 500 mm's input, and both nearly 56 mm's.
+    let rows = "date,precipitation,temp_min,wind,weather\n2016-07-01,56,12,3,rain\n2016-07-01,500,12,3,rain\n2016-07-01,5000,12,3,rain\n";
+    let new = config(&dir, "downpours.csv", rows);
+    let out = ember(&[
+        "predict",
+        path_str(&run),
+        "--input",
+        path_str(&new),
+        "--device",
+        "cpu",
+    ]);
+    ok(&out);
+    let highs: Vec<f64> = stdout(&out)
+        .lines()
+        .skip(1)
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert!(
+        (highs[2] - highs[1]).abs() < 0.1 && (highs[1] - highs[0]).abs() < 1.0,
+        "{highs:?}"
+    );
+    // A classifier of the day's weather keeps the rain as it is.
+    let (cfg, why) = drafted(&dir, &weather, "weather", 1);
+    assert!(
+        line(&why, "precipitation ").contains("kept as it is for a classifier"),
+        "{why}"
+    );
+    assert!(
+        !std::fs::read_to_string(&cfg)
+            .unwrap()
+            .contains("[data.scaling]")
+    );
+    // A scaling for a category, or an encoding fitted without the scaling, is one line.
+    let category = config(
+        &dir,
+        "bad.toml",
+        &format!("{job}\n[data.scaling]\nweather = \"robust\"\n")
+            .replace("[data.scaling]\nprecipitation = \"robust\"\n", ""),
+    );
+    bad_input(
+        &train(&category, &dir.join("bad")),
+        "data.scaling names \"weather\", which data.columns does not type \"numeric\"",
+    );
+    let unfitted = resolved.replace("[data.scaling]\nprecipitation = \"robust\"\n", "");
+    let unfitted = config(&dir, "unfitted.toml", &unfitted);
+    bad_input(
+        &train(&unfitted, &dir.join("unfitted")),
+        "data.encoding has \"precipitation\" scaled robustly, but data.scaling does not",
+    );
+}

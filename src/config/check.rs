@@ -7,7 +7,7 @@ use super::{
     RawModel, RawSchedule, RawSgd, ScheduleKind, ScheduleSpec, Source, Standardization, TableSpec,
     Task,
 };
-use crate::config::columns::ColumnKind;
+use crate::config::columns::{ColumnKind, Scaling};
 use crate::error::Result;
 use crate::input_err;
 
@@ -503,6 +503,7 @@ impl RawConfig {
             ("data.columns", d.columns.is_some()),
             ("data.missing_values", d.missing_values.is_some()),
             ("data.embed", d.embed.is_some()),
+            ("data.scaling", d.scaling.is_some()),
             ("data.encoding", d.encoding.is_some()),
             ("data.scalar_column", d.scalar_column.is_some()),
             ("data.valid_csv", d.valid_csv.is_some()),
@@ -627,6 +628,7 @@ impl RawConfig {
             columns: d.columns.clone(),
             missing_values: d.missing_values.clone(),
             embed: d.embed.clone().unwrap_or_default(),
+            scaling: d.scaling.clone().unwrap_or_default(),
             encoding: d.encoding.clone(),
             scalar_column: linear_scalar
                 .then(|| d.scalar_column.clone().unwrap_or_else(|| "f".to_string())),
@@ -652,9 +654,11 @@ impl RawConfig {
             let why = "without data.columns (they apply to typed columns)";
             reject("data.missing_values", d.missing_values.is_some(), why)?;
             reject("data.embed", d.embed.is_some(), why)?;
+            reject("data.scaling", d.scaling.is_some(), why)?;
             return reject("data.encoding", d.encoding.is_some(), why);
         }
         self.check_embed()?;
+        self.check_scaling()?;
         let why = "with data.columns, which gives every column's type (\"ignore\" leaves one out)";
         reject("data.features", d.features.is_some(), why)?;
         reject("data.ignore", d.ignore.is_some(), why)?;
@@ -677,6 +681,24 @@ impl RawConfig {
                         e.column,
                         width(e.embed.as_ref()),
                         embed.map_or("does not name it".into(), |w| format!("gives it {w} wide"))
+                    ));
+                }
+                let robust =
+                    d.scaling.as_ref().and_then(|m| m.get(&e.column)) == Some(&Scaling::Robust);
+                if e.robust.is_some() != robust {
+                    return Err(input_err!(
+                        "data.encoding has \"{}\" {}, but data.scaling {}; delete data.encoding to fit it again",
+                        e.column,
+                        if e.robust.is_some() {
+                            "scaled robustly"
+                        } else {
+                            "as it is"
+                        },
+                        if robust {
+                            "scales it robustly"
+                        } else {
+                            "does not"
+                        }
                     ));
                 }
                 if typed.get(&e.column) != Some(&e.kind) || e.kind == ColumnKind::Ignore {
@@ -705,6 +727,20 @@ impl RawConfig {
             if !(1..=MAX_EMBED_WIDTH).contains(&width) {
                 return Err(input_err!(
                     "data.embed.{name} = {width}: an embedding is 1 to {MAX_EMBED_WIDTH} wide"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `[data.scaling]`: numeric columns of `[data.columns]`.
+    fn check_scaling(&self) -> Result<()> {
+        let d = &self.data;
+        let typed = d.columns.as_ref().expect("checked by the caller");
+        for name in d.scaling.iter().flatten().map(|(name, _)| name) {
+            if typed.get(name) != Some(&ColumnKind::Numeric) {
+                return Err(input_err!(
+                    "data.scaling names \"{name}\", which data.columns does not type \"numeric\"; only a numeric column is scaled"
                 ));
             }
         }

@@ -87,6 +87,36 @@ pub struct Encoding {
     /// one input is then the level's index: `levels`, then "(missing)", then "(other)").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embed: Option<usize>,
+    /// numeric, scaled robustly (`[data.scaling]`): the training median and spread that the
+    /// value is centred on and divided by before its tails are clipped smoothly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub robust: Option<Robust>,
+}
+
+/// How a numeric column's values reach the model (`[data.scaling]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scaling {
+    /// As they are (then standardised with the other inputs when `data.standardize` is on).
+    Standard,
+    /// Centred on the training median, divided by the spread of its middle half, and clipped
+    /// smoothly to about ±3: for heavy tails, whose few far values would otherwise squeeze
+    /// the rest into a sliver of the input's range.
+    Robust,
+}
+
+/// Each numeric column's [`Scaling`], where it is not standard (`[data.scaling]`).
+pub type Scalings = std::collections::BTreeMap<String, Scaling>;
+
+/// A robust scaling's fit on the training file: the value `v` reaches the model as
+/// `z / sqrt(1 + (z / 3)^2)` with `z = (v - center) / scale`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Robust {
+    /// The training median.
+    pub center: f64,
+    /// The interquartile range, or half the range where the middle half is one value.
+    pub scale: f64,
 }
 
 /// The width of each embedded column's vectors (`[data.embed]`).

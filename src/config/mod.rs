@@ -280,6 +280,8 @@ pub struct TableSpec {
     pub missing_values: Option<Vec<String>>,
     /// `[data.embed]`: the embedded category columns and their vectors' widths.
     pub embed: columns::Embed,
+    /// `[data.scaling]`: the numeric columns scaled robustly.
+    pub scaling: columns::Scalings,
     /// The inputs' encodings, once fitted on the training file (with `columns`).
     pub encoding: Option<Vec<Encoding>>,
     /// linear-scalar only.
@@ -679,6 +681,7 @@ impl JobConfig {
                 data.columns = t.columns.clone();
                 data.missing_values = t.missing_values.clone();
                 data.embed = (!t.embed.is_empty()).then(|| t.embed.clone());
+                data.scaling = (!t.scaling.is_empty()).then(|| t.scaling.clone());
                 data.encoding = t.encoding.clone();
                 data.scalar_column = t.scalar_column.clone();
                 data.valid_fraction = t.fold.is_none().then_some(t.valid_fraction);

@@ -16,15 +16,30 @@ fn value_of(text: &str) -> Value {
         .unwrap_or_else(|| Value::String(text.to_string()))
 }
 
+/// The names along a dotted `key`, read as TOML reads one: a name with spaces or dots in
+/// quotes (`data.columns."Body Mass (g)"`).
+fn key_parts(key: &str) -> std::result::Result<Vec<String>, String> {
+    let not_a_key = || {
+        format!(
+            "\"{key}\" is not a key (sections and names joined by dots; a name with spaces in quotes)"
+        )
+    };
+    let mut at: Table = toml::from_str(&format!("{key} = 0")).map_err(|_| not_a_key())?;
+    let mut parts = Vec::new();
+    while let Some((name, inner)) = at.into_iter().next() {
+        parts.push(name);
+        match inner {
+            Value::Table(t) => at = t,
+            _ => return Ok(parts),
+        }
+    }
+    Err(not_a_key())
+}
+
 /// Puts `value` at the dotted `key` of `table`, making sections on the way.
 fn put(table: &mut Table, key: &str, value: Value) -> std::result::Result<(), String> {
-    let parts: Vec<&str> = key.split('.').collect();
-    if parts.iter().any(|p| p.trim().is_empty()) {
-        return Err(format!(
-            "\"{key}\" is not a key (sections and names joined by dots)"
-        ));
-    }
-    let (last, sections) = parts.split_last().expect("split gives at least one part");
+    let parts = key_parts(key)?;
+    let (last, sections) = parts.split_last().expect("a key has a name");
     let mut at = table;
     for (i, name) in sections.iter().enumerate() {
         let entry = at
@@ -83,6 +98,9 @@ mod tests {
         assert_eq!(raw.model.hidden, Some(vec![16, 8]));
         assert_eq!(raw.data.label.as_deref(), Some("target"));
         assert_eq!(raw.shuffle, Some(true));
+        let quoted = apply(FILE, &["data.columns.\"Body Mass (g)\"=numeric".into()]).unwrap();
+        let columns = quoted.data.columns.unwrap();
+        assert_eq!(columns.keys().collect::<Vec<_>>(), ["Body Mass (g)"]);
         assert_eq!(raw.overrides, sets);
         let c = raw.check().unwrap();
         assert_eq!(

@@ -7,7 +7,7 @@ use super::{
     Activation, Channels, ClassWeight, Init, InputScale, Monitor, Preset, ScheduleKind, Source,
     Task,
 };
-use crate::config::columns::{ColumnKind, Encoding};
+use crate::config::columns::{ColumnKind, Encoding, Scaling};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -156,6 +156,10 @@ pub struct RawData {
     /// the vectors' width, in place of one input per level.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embed: Option<BTreeMap<String, usize>>,
+    /// csv with columns: numeric columns scaled otherwise than as they are ("robust": centred
+    /// on the median, divided by the spread of the middle half, heavy tails clipped smoothly).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<BTreeMap<String, Scaling>>,
     /// csv with columns: each input column's encoding, fitted by ember on the training file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub encoding: Option<Vec<Encoding>>,

@@ -238,6 +238,7 @@ mod tests {
             columns: None,
             missing_values: None,
             embed: Default::default(),
+            scaling: Default::default(),
             encoding: None,
             scalar_column: None,
             valid_fraction: 0.1,

@@ -218,7 +218,9 @@ fn read_training(config: &JobConfig, spec: &TableSpec) -> Result<Training> {
                         order: order.as_deref(),
                         standardize_on_first: standardized_rows(spec, csv.rows(), train_rows),
                     };
-                    let f = columns::fit_and_encode(&csv, &inputs, &missing, &spec.embed, layout)?;
+                    let (embed, scaling) = (&spec.embed, &spec.scaling);
+                    let f =
+                        columns::fit_and_encode(&csv, &inputs, &missing, embed, scaling, layout)?;
                     fitted = Some(InputColumns::Ready(f.matrix, f.unseen, order));
                     (split_at, stats) = (train_rows, f.stats);
                     f.encodings

@@ -163,6 +163,7 @@ mod tests {
             indicator: false,
             levels: Some((0..levels).map(|l| l.to_string()).collect()),
             embed,
+            robust: None,
         }
     }
 
@@ -174,6 +175,7 @@ mod tests {
             indicator: true,
             levels: None,
             embed: None,
+            robust: None,
         }
     }
 

@@ -17,7 +17,7 @@ use super::graph::{Attr, Graph, ML};
 use super::proto::elem;
 use super::proto::{Dimension, TensorShapeProto, TensorTypeProto, TypeProto, ValueInfoProto};
 use crate::config::{Channels, DataSpec, InputScale, JobConfig, Standardization};
-use crate::data::columns::{ColumnKind, Encoding, Missing};
+use crate::data::columns::{ColumnKind, Encoding, Missing, ROBUST_CLIP, Robust};
 use crate::error::Result;
 use crate::input_err;
 use std::collections::BTreeSet;
@@ -205,12 +205,33 @@ fn filled(g: &mut Graph, enc: &Encoding) -> Vec<String> {
             let parts = super::calendar::parts(g, &days);
             g.cast(&parts, elem::FLOAT)
         }
-        _ => value,
+        _ => match enc.robust {
+            Some(r) => robust(g, &value, r),
+            None => value,
+        },
     }];
     if enc.indicator {
         out.push(g.cast(&absent, elem::FLOAT));
     }
     out
+}
+
+/// `z / sqrt(1 + (z / 3)^2)` with `z = (x - center) / scale`, in double precision, rounded to
+/// float32: `data::columns::scaling::robust`'s operations in its order.
+fn robust(g: &mut Graph, x: &str, r: Robust) -> String {
+    let x = g.cast(x, elem::DOUBLE);
+    let center = g.doubles("center", &[], &[r.center]);
+    let scale = g.doubles("scale", &[], &[r.scale]);
+    let clip = g.doubles("clip", &[], &[ROBUST_CLIP]);
+    let one = g.doubles("one", &[], &[1.0]);
+    let centred = g.bin("Sub", &x, &center);
+    let z = g.bin("Div", &centred, &scale);
+    let t = g.bin("Div", &z, &clip);
+    let squared = g.bin("Mul", &t, &t);
+    let sum = g.bin("Add", &one, &squared);
+    let root = g.op("Sqrt", &[&sum], vec![]);
+    let clipped = g.bin("Div", &z, &root);
+    g.cast(&clipped, elem::FLOAT)
 }
 
 /// A category column's slot, int64 `[n, 1]`: its level's index, then "(missing)" and

@@ -105,8 +105,8 @@ impl SweepDir {
         };
         entries.flatten().all(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            let empty_logs = name == LOGS
-                && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none());
+            let empty_logs =
+                name == LOGS && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none());
             Self::is_temporary(&name) || empty_logs || name == BASE
         })
     }
@@ -143,7 +143,11 @@ impl SweepDir {
 
     /// Removes the temporary copies a start killed before its renames left behind.
     fn remove_temporaries(&self) {
-        for entry in std::fs::read_dir(&self.path).into_iter().flatten().flatten() {
+        for entry in std::fs::read_dir(&self.path)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             if Self::is_temporary(&entry.file_name().to_string_lossy()) {
                 std::fs::remove_file(entry.path()).ok();
             }

@@ -27,6 +27,11 @@ pub struct Inferred {
     pub why: String,
     /// A category with more than [`MAX_LEVELS`] frequent levels: the width of its embedding.
     pub embed: Option<usize>,
+    /// A numeric column with a heavy tail: how many interquartile ranges from its median its
+    /// furthest value lies (see [`heavy_tail`]).
+    pub tail: Option<f64>,
+    /// Scaled robustly (`[data.scaling]`): `init` decides, from the tail and the task.
+    pub robust: bool,
 }
 
 /// Below this many rows, a column unique per row is not taken for an ID.
@@ -187,13 +192,19 @@ pub fn infer(training: &Training, label: usize, missing: &Missing) -> Vec<Inferr
                     None => format!("; {count}: one-hot keeps the {MAX_LEVELS} commonest (too few rows per level to embed)"),
                 };
             }
-            Inferred {
+            let column = Inferred {
                 name: csv.header[c].clone(),
                 kind,
                 missing: csv.rows() - cells.len(),
                 values,
                 why,
                 embed,
+                tail: None,
+                robust: false,
+            };
+            match kind {
+                ColumnKind::Numeric => with_tail(column, &numbers(&cells)),
+                _ => column,
             }
         })
         .collect()
@@ -222,14 +233,55 @@ fn parsed_kind(csv: &TextCsv, c: usize, kind: ColumnKind, first: &str) -> Inferr
         ),
         _ => numeric_kind(name, first, &present),
     };
-    Inferred {
+    let column = Inferred {
         name: name.clone(),
         kind,
         missing: csv.rows() - present.len(),
         values,
         why,
         embed: None,
+        tail: None,
+        robust: false,
+    };
+    with_tail(column, &present)
+}
+
+/// A column reaching further than this many spreads (interquartile ranges) from its median has
+/// a heavy tail: standardised, its few far values squeeze the rest into a sliver of the input's
+/// range. (A normal sample of 10,000 reaches about 3 spreads, an exponential one about 8;
+/// incomes and counts reach tens to thousands.)
+pub const HEAVY_TAIL_SPREADS: f64 = 10.0;
+
+/// How many spreads (the interquartile range, as robust scaling fits it) from their median
+/// the furthest of `numbers` lies, where that is more than [`HEAVY_TAIL_SPREADS`].
+pub fn heavy_tail(numbers: &[f64]) -> Option<f64> {
+    if numbers.is_empty() {
+        return None;
     }
+    let mut values = numbers.to_vec();
+    let center = super::median(&mut values, ColumnKind::Numeric);
+    let fit = super::scaling::fit_robust(&mut values, center);
+    let (lo, hi) = (values.iter().copied())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+            (l.min(v), h.max(v))
+        });
+    let reach = (hi - center).max(center - lo) / fit.scale;
+    (reach > HEAVY_TAIL_SPREADS).then_some(reach)
+}
+
+/// `column` with the [`heavy_tail`] of its present values `numbers`, where it is numeric.
+fn with_tail(mut column: Inferred, numbers: &[f64]) -> Inferred {
+    if column.kind == ColumnKind::Numeric {
+        column.tail = heavy_tail(numbers);
+    }
+    column
+}
+
+/// The values of cells that all hold numbers.
+pub fn numbers(cells: &[&str]) -> Vec<f64> {
+    (cells.iter())
+        .filter_map(|c| crate::data::number::finite(c))
+        .collect()
 }
 
 /// A column the user made a category (`init --category`), with its levels summarised.

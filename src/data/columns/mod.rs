@@ -19,12 +19,15 @@
 pub mod dates;
 pub mod infer;
 mod scaling;
+pub use scaling::ROBUST_CLIP;
 
 use super::Matrix;
 use super::table::TextCsv;
 use super::text_csv::{CellParser, read_parsing};
 use crate::config::Standardization;
-pub use crate::config::columns::{ColumnKind, DEFAULT_MISSING, Embed, Encoding, Missing};
+pub use crate::config::columns::{
+    ColumnKind, DEFAULT_MISSING, Embed, Encoding, Missing, Robust, Scaling, Scalings,
+};
 use crate::error::Result;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -101,6 +104,15 @@ impl Encoding {
                 "\"{c}\" ({}) has embed; only a category is embedded",
                 self.kind.name()
             ));
+        }
+        if let Some(Robust { center, scale }) = self.robust {
+            let fitted = center.is_finite() && scale.is_finite() && scale > 0.0;
+            if self.kind != ColumnKind::Numeric || !fitted {
+                return Err(format!(
+                    "\"{c}\" ({}) has robust; only a numeric column is scaled robustly, with a finite center and a scale above 0",
+                    self.kind.name()
+                ));
+            }
         }
         let fits = match self.kind {
             ColumnKind::Numeric => self.levels.is_none() && self.fill.is_some_and(f64::is_finite),
@@ -206,6 +218,7 @@ pub fn fit_and_encode(
     inputs: &[(usize, ColumnKind)],
     missing: &Missing,
     embed: &Embed,
+    scaling: &Scalings,
     layout: Layout,
 ) -> Result<Fitted> {
     let in_file_order: Vec<usize>;
@@ -221,7 +234,10 @@ pub fn fit_and_encode(
     // Each column in parallel; the error reported is the file's first bad cell.
     let fitted: Vec<std::result::Result<_, BadCell>> = inputs
         .par_iter()
-        .map(|&(c, kind)| fit_column(csv, c, kind, missing, embed.get(&csv.header[c])))
+        .map(|&(c, kind)| {
+            let name = &csv.header[c];
+            fit_column(csv, c, kind, missing, embed.get(name), scaling.get(name))
+        })
         .collect();
     let fitted = first_bad_cell(fitted)?;
     // Without standardisation, no column has scales.
@@ -418,6 +434,7 @@ fn fit_column(
     kind: ColumnKind,
     missing: &Missing,
     embed: Option<&usize>,
+    scaling: Option<&Scaling>,
 ) -> std::result::Result<(Encoding, Parsed), BadCell> {
     let name = &csv.header[c];
     let mut enc = Encoding {
@@ -427,6 +444,7 @@ fn fit_column(
         indicator: false,
         levels: None,
         embed: None,
+        robust: None,
     };
     match kind {
         ColumnKind::Numeric | ColumnKind::Date => {
@@ -440,7 +458,11 @@ fn fit_column(
                 ))));
             }
             enc.indicator = present.len() < csv.rows();
-            enc.fill = Some(median(&mut present, kind));
+            let fill = median(&mut present, kind);
+            enc.fill = Some(fill);
+            if scaling == Some(&Scaling::Robust) {
+                enc.robust = Some(scaling::fit_robust(&mut present, fill));
+            }
             Ok((enc, cells))
         }
         ColumnKind::Category => {
@@ -703,7 +725,8 @@ impl Column<'_> {
                 }
                 Parsed::Numbers(values) => {
                     let absent = values[r].is_nan();
-                    row[0] = self.scaled(0, if absent { fill as f32 } else { values[r] });
+                    let v = scaling::number(enc, if absent { fill as f32 } else { values[r] });
+                    row[0] = self.scaled(0, v);
                     (1, absent)
                 }
                 Parsed::Days(days) => {

@@ -6,7 +6,7 @@
 //! the matrix holds them, and the scaling is `data::apply_stats`' arithmetic, so the statistics
 //! and the inputs are the bits that standardising the encoded matrix gives (a test compares).
 
-use super::{Encoding, Fit, Parsed, date_at, dates};
+use super::{Encoding, Fit, Parsed, Robust, date_at, dates};
 use crate::data::stats_in_row_order;
 use rayon::prelude::*;
 
@@ -28,8 +28,8 @@ pub fn training_values(enc: &Encoding, cells: &Parsed, train: &[usize]) -> Vec<V
     match cells {
         Parsed::Numbers(values) => {
             let value = |&r: &usize| match values[r] {
-                v if v.is_nan() => fill as f32,
-                v => v,
+                v if v.is_nan() => number(enc, fill as f32),
+                v => number(enc, v),
             };
             vec![train.iter().map(value).collect()]
         }
@@ -73,4 +73,43 @@ pub fn fit(columns: Vec<(Encoding, Parsed)>, train: &[usize]) -> Vec<Fit> {
 /// `(v - mean) / std`, as `data::apply_stats` computes it.
 pub fn apply(v: f32, (mean, std): Scale) -> f32 {
     ((f64::from(v) - mean) / std) as f32
+}
+
+/// A numeric cell's value `v` (or the fill) as the model takes it before standardisation:
+/// scaled robustly where the column is.
+pub fn number(enc: &Encoding, v: f32) -> f32 {
+    match enc.robust {
+        Some(r) => robust(f64::from(v), r) as f32,
+        None => v,
+    }
+}
+
+/// How far a robustly scaled value's tail reaches, in spreads: `z / sqrt(1 + (z / 3)^2)`
+/// stays within ±3 and is nearly `z` in the middle.
+pub const ROBUST_CLIP: f64 = 3.0;
+
+/// `v` centred, divided by the spread and clipped smoothly, in double precision (the ONNX
+/// export's nodes do the same operations in the same order).
+pub fn robust(v: f64, Robust { center, scale }: Robust) -> f64 {
+    let z = (v - center) / scale;
+    let t = z / ROBUST_CLIP;
+    z / (1.0 + t * t).sqrt()
+}
+
+/// The robust fit of a column's present training values (in any order; reordered): its
+/// median `center`, and the spread of its middle half, or half its range where the middle
+/// half is one value, or 1 where every value is.
+pub fn fit_robust(present: &mut [f64], center: f64) -> Robust {
+    let n = present.len();
+    let mut quantile = |q: f64| {
+        let at = ((n - 1) as f64 * q).round() as usize;
+        *present.select_nth_unstable_by(at, f64::total_cmp).1
+    };
+    let middle = quantile(0.75) - quantile(0.25);
+    let (lo, hi) = (quantile(0.0), quantile(1.0));
+    let scale = [middle, (hi - lo) / 2.0, 1.0]
+        .into_iter()
+        .find(|s| *s > 0.0 && s.is_finite())
+        .expect("1 is positive");
+    Robust { center, scale }
 }

@@ -26,7 +26,17 @@ fn fit_embedded(
     missing: &Missing,
     embed: &Embed,
 ) -> Result<Vec<Encoding>> {
-    let fitted = fit_and_encode(csv, inputs, missing, embed, Layout::default());
+    fit_with(csv, inputs, missing, &(embed.clone(), Scalings::new()))
+}
+
+/// [`fit`] with `[data.embed]` and `[data.scaling]`, checked every way a table is encoded.
+fn fit_with(
+    csv: &TextCsv,
+    inputs: &[(usize, ColumnKind)],
+    missing: &Missing,
+    (embed, scaling): &(Embed, Scalings),
+) -> Result<Vec<Encoding>> {
+    let fitted = fit_and_encode(csv, inputs, missing, embed, scaling, Layout::default());
     let bits = |m: &Matrix| m.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     // The same file with its numeric and date columns parsed as it is read: the same
     // encodings and rows, or the same error; and encoded again, the same rows or error.
@@ -34,7 +44,7 @@ fn fit_embedded(
         .map(|(c, k)| (csv.header[*c].clone(), *k))
         .collect();
     let parsed = read_typed(&csv.path, &kinds, missing).unwrap();
-    let as_read = fit_and_encode(&parsed, inputs, missing, embed, Layout::default());
+    let as_read = fit_and_encode(&parsed, inputs, missing, embed, scaling, Layout::default());
     match (&fitted, &as_read) {
         (Ok(f), Ok(f2)) => {
             assert_eq!((&f.encodings, &f.unseen), (&f2.encodings, &f2.unseen));
@@ -64,10 +74,10 @@ fn fit_embedded(
         order: Some(&reversed),
         standardize_on_first: None,
     };
-    let r = fit_and_encode(csv, inputs, missing, embed, layout)?;
+    let r = fit_and_encode(csv, inputs, missing, embed, scaling, layout)?;
     assert_eq!((&r.encodings, &r.unseen), (&encodings, &unseen));
     assert_eq!(bits(&r.matrix), bits(&encoded.take(&reversed)));
-    standardised_as_encoded(csv, inputs, missing, embed, &encoded);
+    standardised_as_encoded(csv, inputs, missing, (embed, scaling), &encoded);
     Ok(encodings)
 }
 
@@ -78,7 +88,7 @@ fn standardised_as_encoded(
     csv: &TextCsv,
     inputs: &[(usize, ColumnKind)],
     missing: &Missing,
-    embed: &Embed,
+    (embed, scaling): (&Embed, &Scalings),
     encoded: &Matrix,
 ) {
     let order: Vec<usize> = (1..csv.rows())
@@ -90,7 +100,7 @@ fn standardised_as_encoded(
         order: Some(&order),
         standardize_on_first: Some(train_rows),
     };
-    let scaled = fit_and_encode(csv, inputs, missing, embed, layout).unwrap();
+    let scaled = fit_and_encode(csv, inputs, missing, embed, scaling, layout).unwrap();
     let split = |rows: &[usize]| crate::data::HostSplit {
         features: encoded.take(rows),
         ..Default::default()
@@ -489,6 +499,82 @@ fn many_levels_are_embedded_where_the_rows_allow() {
     assert_eq!(enough[0].why, why);
 }
 
+#[test]
+fn a_robust_column_is_centred_divided_and_clipped_smoothly_as_fitted() {
+    // 20 values: 1..=19 and one far one; a missing cell takes the median.
+    let mut text = String::from("income,y\n");
+    for v in (1..=19)
+        .map(|v| v.to_string())
+        .chain(["1000".into(), "".into()])
+    {
+        writeln_row(&mut text, &[&v, "0"]);
+    }
+    let t = csv("robust.csv", &text);
+    let scaling = Scalings::from([("income".to_string(), Scaling::Robust)]);
+    let inputs = [(0, ColumnKind::Numeric)];
+    let enc = fit_with(&t, &inputs, &Missing::default(), &(Embed::new(), scaling)).unwrap();
+    // The median of 1..=19 and 1000 is 10.5; its quartiles (the values of ranks 5 and 14
+    // from 0, 19 × 1/4 and 19 × 3/4 rounded) 6 and 15.
+    let fit = Robust {
+        center: 10.5,
+        scale: 9.0,
+    };
+    assert_eq!((enc[0].fill, enc[0].robust), (Some(10.5), Some(fit)));
+    let (m, _) = encode(&t, &enc, &Missing::default()).unwrap();
+    let robust = |v: f64| scaling::robust(v, fit) as f32;
+    assert_eq!(m.values[0], robust(1.0));
+    assert_eq!(m.values[2 * 19], robust(1000.0));
+    assert_eq!(m.values[2 * 20..], [0.0, 1.0]); // the median, and the missing indicator
+    // One spread above the median is 1 / sqrt(1 + 1/9); the far value stays below 3 spreads.
+    assert!((robust(19.5) - 0.9487).abs() < 1e-4);
+    assert!(robust(1000.0) < 3.0 && robust(1000.0) > 2.99);
+    let bad = |robust| {
+        Encoding {
+            robust,
+            ..enc[0].clone()
+        }
+        .check()
+    };
+    assert!(
+        bad(Some(Robust {
+            center: 1.0,
+            scale: 0.0
+        }))
+        .is_err()
+    );
+    assert!(
+        Encoding {
+            kind: ColumnKind::Date,
+            ..enc[0].clone()
+        }
+        .check()
+        .is_err()
+    );
+}
+
+#[test]
+fn a_robust_spread_falls_back_where_the_middle_half_is_one_value() {
+    let mut values = vec![0.0; 10];
+    values.extend([4.0, 8.0]);
+    let fit = scaling::fit_robust(&mut values, 0.0);
+    assert_eq!(fit.scale, 4.0); // half the range
+    assert_eq!(scaling::fit_robust(&mut [3.0; 5], 3.0).scale, 1.0);
+}
+
+#[test]
+fn heavy_tails_are_told_from_light_ones() {
+    use super::infer::heavy_tail;
+    // Evenly spread: the furthest value is 1 spread from the median.
+    let even: Vec<f64> = (0..1000).map(f64::from).collect();
+    assert_eq!(heavy_tail(&even), None);
+    // Incomes: most in a band, a few a hundred times larger.
+    let mut incomes: Vec<f64> = (0..1000).map(|i| 20_000.0 + 30.0 * f64::from(i)).collect();
+    incomes.extend([2e6, 5e6]);
+    let reach = heavy_tail(&incomes).expect("a heavy tail");
+    // (5,000,000 - 35,015) / (42,530 - 27,500)
+    assert!((330.0..331.0).contains(&reach), "{reach}");
+}
+
 /// `init`'s types of the columns of `csv`'s file but `label`: the same whether no column is
 /// parsed as read (no sample), each column its first rows show to hold numbers or dates is
 /// (the whole file as sample), or those of the file's first record are (a column holding
@@ -549,6 +635,7 @@ fn a_missing_cell_is_missing_even_where_a_hand_edited_level_is_spelled_so() {
         indicator: false,
         levels: Some(vec!["NA".into(), "b".into()]),
         embed: None,
+        robust: None,
     };
     let (m, unseen) = encode(&t, &[enc], &Missing::default()).unwrap();
     // Inputs: "NA", "b", (missing), (other).
@@ -621,6 +708,7 @@ fn a_bad_cell_in_a_row_left_out_for_its_missing_label_is_no_error() {
         &[(0, Numeric), (1, Date)],
         &missing,
         &Embed::default(),
+        &Scalings::new(),
         Layout::default(),
     )
     .unwrap();
@@ -648,6 +736,7 @@ fn a_table_of_many_blocks_counts_each_unseen_cell_once() {
         &[(0, ColumnKind::Category)],
         &Missing::default(),
         &Embed::default(),
+        &Scalings::new(),
         Layout::default(),
     )
     .unwrap();

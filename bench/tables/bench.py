@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""`make bench-tables`: ember's drafted defaults against LightGBM's defaults, scikit-learn's
+HistGradientBoosting and a linear pipeline, on the public tables of `public.py`.
+
+For each table and split (a seeded 75/25 split of the rows; tables under 5,000 rows are scored
+as the mean over 5 splits, larger ones on one): ember is `ember init` on the training part,
+`ember train` of the job it drafts, unchanged, and `ember predict` on the held-out rows (the
+yardstick's `ember_score`); its wall time is those three commands'. LightGBM gets the raw
+columns (text as pandas categories, its own handling of missing cells) with its default
+parameters and as many threads as ember uses; its wall time is reading the training file,
+fitting and predicting. The linear pipeline and HistGradientBoosting take the columns ember's
+job keeps (`yardstick.py`). Every score is on the same held-out rows: accuracy, or R² for a
+regression. The tables are reported in their two groups: the drafting rules were chosen on
+the first, the second is kept apart to test them.
+
+    python3 bench/tables/bench.py [--ember target/release/ember] [--work DIR] [--only NAME ...]
+
+Needs pandas, scikit-learn and lightgbm (`make bench-tables` makes a Python environment with
+them). Prints a Markdown table.
+"""
+
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+import lightgbm
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from public import TABLES, path_of  # noqa: E402
+from yardstick import MISSING, ember_score, sklearn_scores  # noqa: E402
+
+SMALL = 5_000
+SPLITS = 5
+
+
+def lightgbm_score(train_csv, test, label, task):
+    """LightGBM's defaults on the raw columns, and its wall time (read, fit, predict)."""
+    start = time.perf_counter()
+    train = pd.read_csv(train_csv, na_values=MISSING, keep_default_na=False)
+    train = train[train[label].notna()]
+    x, y = typed(train.drop(columns=[label])), train[label]
+    xt = typed(test.drop(columns=[label]).replace(MISSING, np.nan), like=x)
+    threads = os.cpu_count()
+    if task == "regression":
+        model = lightgbm.LGBMRegressor(n_jobs=threads, verbose=-1).fit(x, y.astype(float))
+        predicted = model.predict(xt)
+    else:
+        model = lightgbm.LGBMClassifier(n_jobs=threads, verbose=-1).fit(x, y.astype(str))
+        predicted = model.predict(xt)
+    seconds = time.perf_counter() - start
+    return predicted, seconds
+
+
+def typed(frame, like=None):
+    """Numbers as numbers, any other column as a pandas category (`like`'s levels, for the
+    held-out rows)."""
+    out = {}
+    for c in frame.columns:
+        numbers = pd.to_numeric(frame[c], errors="coerce")
+        is_number = like is not None and pd.api.types.is_numeric_dtype(like[c])
+        if is_number or (like is None and numbers.notna().sum() == frame[c].notna().sum()):
+            out[c] = numbers
+        else:
+            levels = like[c].cat.categories if like is not None else None
+            out[c] = pd.Categorical(frame[c].astype("string"), categories=levels)
+    return pd.DataFrame(out, index=frame.index)
+
+
+def score_of(task, truth, predicted):
+    from sklearn.metrics import accuracy_score, r2_score
+
+    if task == "regression":
+        return r2_score(truth.astype(float), np.asarray(predicted, dtype=float))
+    return accuracy_score(truth.astype(str), pd.Series(predicted).astype(str))
+
+
+def one_split(ember, work, frame, label, seed):
+    """ember's, LightGBM's, the linear pipeline's and HistGradientBoosting's scores on one
+    split, and ember's and LightGBM's wall times."""
+    order = np.random.default_rng(seed).permutation(len(frame))
+    cut = len(frame) * 3 // 4
+    train, test = frame.iloc[order[:cut]], frame.iloc[order[cut:]]
+    test = test[~test[label].isin(MISSING)]
+    start = time.perf_counter()
+    task, types, ours = ember_score(ember, work, train, test, label, [])
+    ember_seconds = time.perf_counter() - start
+    predicted, lgbm_seconds = lightgbm_score(work / "train.csv", test, label, task)
+    lgbm = score_of(task, test[label], predicted)
+    known = lambda f: f[~f[label].isin(MISSING)].replace(MISSING, np.nan)  # noqa: E731
+    linear, hgb = sklearn_scores(known(train), known(test), label, types, task)
+    return task, [ours, lgbm, linear, hgb], [ember_seconds, lgbm_seconds]
+
+
+def row(ember, work, table):
+    frame = pd.read_csv(path_of(table, work), dtype=str, keep_default_na=False)
+    frame = frame.drop(columns=[c for c in ["", "Unnamed: 0", *table.drop] if c in frame.columns])
+    seeds = range(SPLITS) if len(frame) < SMALL else range(1)
+    results = []
+    for seed in seeds:
+        with tempfile.TemporaryDirectory() as tmp:
+            results.append(one_split(ember, pathlib.Path(tmp), frame, table.label, seed))
+    task = results[0][0]
+    scores = [statistics.mean(r[1][i] for r in results) for i in range(4)]
+    seconds = [statistics.mean(r[2][i] for r in results) for i in range(2)]
+    fmt = (lambda v: f"{v:.3f}") if task == "regression" else (lambda v: f"{100 * v:.1f} %")
+    splits = f"{len(results)} splits" if len(results) > 1 else "1 split"
+    return (
+        f"| {table.name} ({table.label}) | {task} | {len(frame):,} ({splits}) | {table.traits} | "
+        + " | ".join(fmt(s) for s in scores)
+        + f" | {seconds[0]:.1f} s | {seconds[1]:.1f} s |"
+    ), task, scores
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ember", default="target/release/ember")
+    ap.add_argument("--work", help="where to keep the fetched tables (default: a temporary folder)")
+    ap.add_argument("--only", nargs="*", help="these tables only (by name)")
+    a = ap.parse_args()
+    ember = pathlib.Path(a.ember).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = pathlib.Path(a.work or tmp).resolve()
+        work.mkdir(parents=True, exist_ok=True)
+        for group in ["rules", "held out"]:
+            tables = [t for t in TABLES if t.group == group and (not a.only or t.name in a.only)]
+            if not tables:
+                continue
+            print(f"\n**{group}**\n")
+            print("| table (label) | task | rows | traits | ember | LightGBM | linear | HistGradientBoosting | ember's time | LightGBM's time |")
+            print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+            gaps = {"classification": [], "regression": []}
+            for table in tables:
+                line, task, scores = row(ember, work, table)
+                print(line, flush=True)
+                kind = "regression" if task == "regression" else "classification"
+                gaps[kind].append(scores[0] - scores[1])
+            for kind, diffs in gaps.items():
+                if diffs:
+                    unit = 100 if kind == "classification" else 1
+                    print(f"\nember - LightGBM, mean over the {kind} tables: {unit * statistics.mean(diffs):+.3f}"
+                          + (" points" if unit == 100 else " R²"))
+
+
+if __name__ == "__main__":
+    main()
