@@ -9,14 +9,29 @@ pub fn quote(s: &str) -> String {
 /// `s` as one shell word: as it is where it is plain, else [`quote`]d (or, holding a control
 /// character such as a newline, in Rust's escaped spelling, so that it stays on one line).
 pub fn word(s: &str) -> String {
-    // Characters no shell reads specially (`=` and `:` only where a word does not start a
-    // command, as in the commands ember suggests).
+    // Characters no shell reads specially (`=` and `:` only inside a word that does not
+    // start a command, as in the commands ember suggests: zsh expands a leading `=`).
     let plain = |c: char| c.is_ascii_alphanumeric() || "_-./:,+@%=".contains(c);
-    match s.chars().all(plain) {
+    match s.chars().all(plain) && !s.is_empty() && !s.starts_with('=') {
         true => s.to_string(),
-        false if s.chars().any(char::is_control) => format!("{s:?}"),
+        false if s.chars().any(char::is_control) => ansi_c(s),
         false => quote(s),
     }
+}
+
+/// `s` as a `$'...'` word (bash, zsh, ksh), its backslashes, quotes and control characters
+/// escaped: nothing in it is expanded, and it stays on one line.
+fn ansi_c(s: &str) -> String {
+    let mut out = String::from("$'");
+    for c in s.chars() {
+        match c {
+            '\\' | '\'' => out.extend(['\\', c]),
+            c if c.is_control() && c.is_ascii() => out += &format!("\\x{:02x}", u32::from(c)),
+            c if c.is_control() => out += &format!("\\u{:04x}", u32::from(c)),
+            c => out.push(c),
+        }
+    }
+    out + "'"
 }
 
 #[cfg(test)]
@@ -31,5 +46,8 @@ mod tests {
         assert_eq!(word("Zip Code"), "'Zip Code'");
         assert_eq!(word("data/train-2024.csv"), "data/train-2024.csv");
         assert_eq!(word("it's"), r"'it'\''s'");
+        assert_eq!(word(""), "''");
+        assert_eq!(word("=x"), "'=x'");
+        assert_eq!(word("a\t$(x)'"), r"$'a\x09$(x)\''");
     }
 }

@@ -296,6 +296,21 @@ fn units_run_alone_and_bad_sweeps_are_one_line_errors() {
         &ember(&["sweep", "run", path_str(&other), "--out", path_str(&dir)]),
         "is not empty and holds no sweep",
     );
+    // A folder holding only an empty logs/ and a base.toml is a start killed before its sweep
+    // file, but only with this base: another base.toml is someone else's file.
+    let started = dir.join("started");
+    std::fs::create_dir_all(started.join("logs")).unwrap();
+    std::fs::write(started.join("base.toml"), "job = \"tabular-mlp\"\n").unwrap();
+    bad_input(
+        &ember(&[
+            "sweep",
+            "run",
+            path_str(&other),
+            "--out",
+            path_str(&started),
+        ]),
+        "is not empty and holds no sweep",
+    );
     let left: Vec<bool> = ["a", "b", "c", "d", "e", "f"]
         .iter()
         .map(|n| dir.join(format!("out-{n}.toml")).exists())

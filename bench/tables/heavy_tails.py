@@ -53,8 +53,18 @@ def split(csvs, work, name, file, label, drop):
     folder = work / name
     folder.mkdir(exist_ok=True)
     frame.iloc[order[:cut]].to_csv(folder / "train.csv", index=False)
-    frame.iloc[order[cut:]].to_csv(folder / "test.csv", index=False)
-    return folder, frame.iloc[order[cut:]][label]
+    test = frame.iloc[order[cut:]]
+    test = test[test[label].notna()]
+    test.to_csv(folder / "test.csv", index=False)
+    return folder, test[label]
+
+
+def heavy_columns(table):
+    """The columns `init`'s table (on stderr) finds heavy-tailed: each name runs up to where
+    the header's "type" begins."""
+    lines = table.splitlines()
+    width = lines[0].index("type")
+    return [line[:width].rstrip() for line in lines[1:] if "a heavy tail" in line]
 
 
 def score(ember, folder, truth, label, task, sets):
@@ -87,7 +97,7 @@ def main():
             init = run([ember, "init", "--csv", folder / "train.csv", "--label", label])
             (folder / "job.toml").write_text(init.stdout)
             task = init.stdout.split('task = "')[1].split('"')[0]
-            heavy = [line.split()[0] for line in init.stderr.splitlines() if "a heavy tail" in line]
+            heavy = heavy_columns(init.stderr)
             drafted = "robust" if "[data.scaling]" in init.stdout else "standardised"
             if not heavy:
                 print(f"| {name} | {label} | {task} | none | - | - | - |")

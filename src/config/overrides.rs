@@ -16,15 +16,20 @@ fn value_of(text: &str) -> Value {
         .unwrap_or_else(|| Value::String(text.to_string()))
 }
 
-/// The names along a dotted `key`, read as TOML reads one: a name with spaces or dots in
-/// quotes (`data.columns."Body Mass (g)"`).
+/// The names along a dotted `key`, read as TOML reads one, so that a name may hold spaces or
+/// dots in quotes (`data.columns."Body Mass (g)"`); a key without quotes that TOML would not
+/// read (`data.columns.Body Mass (g)`) is split at its dots, as ember always has.
 fn key_parts(key: &str) -> std::result::Result<Vec<String>, String> {
     let not_a_key = || {
         format!(
-            "\"{key}\" is not a key (sections and names joined by dots; a name with spaces in quotes)"
+            "\"{key}\" is not a key (sections and names joined by dots; a name with dots in quotes)"
         )
     };
-    let mut at: Table = toml::from_str(&format!("{key} = 0")).map_err(|_| not_a_key())?;
+    let Ok(mut at) = toml::from_str::<Table>(&format!("{key} = 0")) else {
+        let parts: Vec<String> = key.split('.').map(|p| p.trim().to_string()).collect();
+        let plain = !key.contains(['"', '\'']) && parts.iter().all(|p| !p.is_empty());
+        return plain.then_some(parts).ok_or_else(not_a_key);
+    };
     let mut parts = Vec::new();
     while let Some((name, inner)) = at.into_iter().next() {
         parts.push(name);
@@ -34,6 +39,20 @@ fn key_parts(key: &str) -> std::result::Result<Vec<String>, String> {
         }
     }
     Err(not_a_key())
+}
+
+/// `override` split at its first `=` outside quotes: the key and the value.
+fn key_and_value(o: &str) -> Option<(&str, &str)> {
+    let mut quoted = None;
+    for (i, c) in o.char_indices() {
+        match (quoted, c) {
+            (None, '"' | '\'') => quoted = Some(c),
+            (Some(q), c) if c == q => quoted = None,
+            (None, '=') => return Some((&o[..i], &o[i + 1..])),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Puts `value` at the dotted `key` of `table`, making sections on the way.
@@ -57,7 +76,7 @@ fn put(table: &mut Table, key: &str, value: Value) -> std::result::Result<(), St
 pub fn apply(text: &str, overrides: &[String]) -> Result<RawConfig> {
     let mut table: Table = toml::from_str(text).map_err(|e| input_err!("{}", e.message()))?;
     for o in overrides {
-        let Some((key, value)) = o.split_once('=') else {
+        let Some((key, value)) = key_and_value(o) else {
             return Err(input_err!(
                 "--set {o}: expected KEY=VALUE, for example --set adam.lr=3e-4"
             ));
@@ -98,9 +117,14 @@ mod tests {
         assert_eq!(raw.model.hidden, Some(vec![16, 8]));
         assert_eq!(raw.data.label.as_deref(), Some("target"));
         assert_eq!(raw.shuffle, Some(true));
-        let quoted = apply(FILE, &["data.columns.\"Body Mass (g)\"=numeric".into()]).unwrap();
-        let columns = quoted.data.columns.unwrap();
-        assert_eq!(columns.keys().collect::<Vec<_>>(), ["Body Mass (g)"]);
+        // A name in quotes may hold dots and `=`; one without quotes is split at its dots.
+        let columns = |o: &str| {
+            let raw = apply(FILE, &[o.to_string()]).unwrap();
+            raw.data.columns.unwrap().into_keys().collect::<Vec<_>>()
+        };
+        assert_eq!(columns("data.columns.\"Mass (g)\"=numeric"), ["Mass (g)"]);
+        assert_eq!(columns("data.columns.'a=b.c'=numeric"), ["a=b.c"]);
+        assert_eq!(columns("data.columns.Mass (g)=numeric"), ["Mass (g)"]);
         assert_eq!(raw.overrides, sets);
         let c = raw.check().unwrap();
         assert_eq!(

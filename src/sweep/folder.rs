@@ -69,9 +69,10 @@ impl SweepDir {
                     sweep.display()
                 ));
             }
+            dir.remove_temporaries();
             return Ok((dir, held));
         }
-        if !dir.empty_or_started_only() {
+        if !dir.empty_or_started_only(&given.base)? {
             return Err(input_err!(
                 "--out {}: is not empty and holds no sweep; choose a new folder",
                 dir.path.display()
@@ -98,17 +99,25 @@ impl SweepDir {
     }
 
     /// Whether the folder is missing, empty, or holds only what [`Self::copy_in`] writes before
-    /// the sweep file: a start killed that early is no dead end, it starts again.
-    fn empty_or_started_only(&self) -> bool {
+    /// the sweep file (the copy of `base` among it): a start killed that early is no dead end,
+    /// it starts again.
+    fn empty_or_started_only(&self, base: &Path) -> Result<bool> {
         let Ok(entries) = std::fs::read_dir(&self.path) else {
-            return true;
+            return Ok(true);
         };
-        entries.flatten().all(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let empty_logs =
-                name == LOGS && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none());
-            Self::is_temporary(&name) || empty_logs || name == BASE
-        })
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let is_empty = |p: &Path| std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_none());
+            let ours = match name.as_str() {
+                LOGS => is_empty(&entry.path()),
+                BASE => crate::fs::read_file(&entry.path())? == crate::fs::read_file(base)?,
+                _ => Self::is_temporary(&name),
+            };
+            if !ours {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Writes the base and the sweep file (its `base` rewritten to the copy) into the folder.

@@ -106,11 +106,15 @@ impl Encoding {
             ));
         }
         if let Some(Robust { center, scale }) = self.robust {
-            let fitted = center.is_finite() && scale.is_finite() && scale > 0.0;
-            if self.kind != ColumnKind::Numeric || !fitted {
+            if self.kind != ColumnKind::Numeric {
                 return Err(format!(
-                    "\"{c}\" ({}) has robust; only a numeric column is scaled robustly, with a finite center and a scale above 0",
+                    "\"{c}\" ({}) has robust; only a numeric column is scaled robustly",
                     self.kind.name()
+                ));
+            }
+            if !(center.is_finite() && scale.is_finite() && scale > 0.0) {
+                return Err(format!(
+                    "\"{c}\" has robust center {center} and scale {scale}; both must be finite, the scale above 0"
                 ));
             }
         }

@@ -97,18 +97,22 @@ pub fn robust(v: f64, Robust { center, scale }: Robust) -> f64 {
 }
 
 /// The robust fit of a column's present training values (in any order; reordered): its
-/// median `center`, and the spread of its middle half, or half its range where the middle
-/// half is one value, or 1 where every value is.
+/// median `center`, and the spread of its middle half. Where the middle half is one value (a
+/// count that is mostly 0), the spread of the middle 80 %, then half the range, then 1 where
+/// every value is the same.
 pub fn fit_robust(present: &mut [f64], center: f64) -> Robust {
     let n = present.len();
     let mut quantile = |q: f64| {
         let at = ((n - 1) as f64 * q).round() as usize;
         *present.select_nth_unstable_by(at, f64::total_cmp).1
     };
-    let middle = quantile(0.75) - quantile(0.25);
-    let (lo, hi) = (quantile(0.0), quantile(1.0));
-    let scale = [middle, (hi - lo) / 2.0, 1.0]
-        .into_iter()
+    let spreads = [
+        quantile(0.75) - quantile(0.25),
+        quantile(0.9) - quantile(0.1),
+        (quantile(1.0) - quantile(0.0)) / 2.0,
+        1.0,
+    ];
+    let scale = (spreads.into_iter())
         .find(|s| *s > 0.0 && s.is_finite())
         .expect("1 is positive");
     Robust { center, scale }

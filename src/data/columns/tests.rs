@@ -553,11 +553,15 @@ fn a_robust_column_is_centred_divided_and_clipped_smoothly_as_fitted() {
 }
 
 #[test]
-fn a_robust_spread_falls_back_where_the_middle_half_is_one_value() {
-    let mut values = vec![0.0; 10];
-    values.extend([4.0, 8.0]);
-    let fit = scaling::fit_robust(&mut values, 0.0);
-    assert_eq!(fit.scale, 4.0); // half the range
+fn a_robust_spread_widens_where_the_middle_half_is_one_value() {
+    // Mostly 0: the middle 80 % (ranks 1 and 10 of 0 to 11, 11 × 0.1 and 11 × 0.9 rounded).
+    let mut values = vec![0.0; 9];
+    values.extend([4.0, 8.0, 16.0]);
+    assert_eq!(scaling::fit_robust(&mut values, 0.0).scale, 8.0);
+    // 0 but for the largest: half the range; one value throughout: 1.
+    let mut values = vec![0.0; 11];
+    values.push(8.0);
+    assert_eq!(scaling::fit_robust(&mut values, 0.0).scale, 4.0);
     assert_eq!(scaling::fit_robust(&mut [3.0; 5], 3.0).scale, 1.0);
 }
 
