@@ -36,13 +36,14 @@ bench-ops:   ## this machine's fp32 peak (benches/peak.rs), then the CPU kernels
 bench-peers: data build   ## ember against PyTorch, Keras and JAX side by side -> docs/benchmarks/
 	scripts/bench-peers.sh
 
-# The tables' Python environment (pandas, scikit-learn, lightgbm), made on first use.
+# The tables' Python environment (pandas, scikit-learn, lightgbm), made on first use;
+# TABLES_ARGS="--only NAME ..." runs some tables only.
 TABLES_VENV ?= .tables-venv
 
 bench-tables: build   ## ember's drafted defaults against LightGBM and scikit-learn on public tables
 	test -x $(TABLES_VENV)/bin/python || python3 -m venv $(TABLES_VENV)
 	$(TABLES_VENV)/bin/pip install --quiet -r bench/tables/requirements.txt
-	$(TABLES_VENV)/bin/python bench/tables/bench.py --ember $(EMBER) --work bench-out/tables
+	$(TABLES_VENV)/bin/python bench/tables/bench.py --ember $(EMBER) --work bench-out/tables $(TABLES_ARGS)
 
 gpu-pack:    ## what scripts/gpu-check.sh needs on a GPU machine (binary + data, < 64 MiB)
 	scripts/gpu-check.sh --pack
