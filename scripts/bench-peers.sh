@@ -47,7 +47,7 @@ declare -A WORKLOAD=([fashion-mlp]=w1 [tabular-mlp]=w2 [linear-scalar]=w3 [fashi
 # this long, and the posted loop and Keras are the MLP seeds' own programs). Run it with
 #   JOBS=fashion-cnn REPORT=bench-out/fashion-cnn.md scripts/bench-peers.sh
 # The tuned recipe (Adam, dropout, a cosine schedule, shuffled) has one peer: the same recipe in
-# PyTorch with its fused Adam, which issue 23 set as the bar for ember's optimizer step; run as
+# PyTorch with its fused Adam, the bar set for ember's optimizer step; run as
 # PyTorch runs by default, and with subnormals flushed to zero as ember's Adam does.
 declare -A JOB_PEERS=([fashion-cnn]="${CNN_PEER_VARIANTS:-torch_bench.py:--variant best|torch_bench.py:--variant compile|jax_bench.py:--variant step}"
   [fashion-mlp-tuned]="torch_bench.py:--variant best|torch_bench.py:--variant best --flush-denormal")

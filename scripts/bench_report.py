@@ -25,7 +25,7 @@ import time
 
 JOBS = [("fashion-mlp", "w1"), ("tabular-mlp", "w2"), ("linear-scalar", "w3"), ("fashion-cnn", "w4"),
         ("fashion-mlp-tuned", "w5")]
-# The jobs scripts/gpu-check.sh benchmarks on the GPU (the tuned recipe is a CPU row: issue 23).
+# The jobs scripts/gpu-check.sh benchmarks on the GPU (the tuned recipe is a CPU row only).
 GPU_JOBS = ["fashion-mlp", "tabular-mlp", "linear-scalar", "fashion-cnn"]
 
 
