@@ -57,6 +57,19 @@ enum Durability {
     Unsynced,
 }
 
+/// The name of the temporary file that [`write_atomic`] and [`write_replace`] write `name`'s
+/// bytes into, beside it, before renaming it over `name`.
+fn temporary_name(name: &str) -> String {
+    format!(".{name}.tmp-{}", std::process::id())
+}
+
+/// The file a temporary file named `name` was to become, where `name` is one (of this process
+/// or of another, killed before its rename).
+pub fn temporary_of(name: &str) -> Option<&str> {
+    let (file, pid) = name.strip_prefix('.')?.rsplit_once(".tmp-")?;
+    pid.bytes().all(|b| b.is_ascii_digit()).then_some(file)
+}
+
 /// A temporary file beside `path`, renamed over it. The bytes go in two halves, so that an
 /// injected fault (`faults`) can strike between them as a kill or a full disk would.
 fn replace(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
@@ -67,7 +80,7 @@ fn replace(path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp: PathBuf = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let tmp: PathBuf = dir.join(temporary_name(&name));
     let fault = faults::for_write(path);
     let result = (|| -> std::io::Result<()> {
         Fault::at(fault, Phase::Before)?;
@@ -142,4 +155,18 @@ pub fn human_bytes(b: u64) -> String {
 pub fn ember_binary() -> Result<std::path::PathBuf> {
     std::env::current_exe()
         .map_err(|e| EmberError::Runtime(format!("cannot find the ember binary: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_temporary_name_says_which_file_it_was_to_become() {
+        let tmp = temporary_name("base.toml");
+        assert_eq!(temporary_of(&tmp), Some("base.toml"));
+        assert_eq!(temporary_of(".epoch-3.json.tmp-41"), Some("epoch-3.json"));
+        assert_eq!(temporary_of("base.toml"), None);
+        assert_eq!(temporary_of(".base.toml"), None);
+    }
 }

@@ -7,7 +7,7 @@ pub fn quote(s: &str) -> String {
 }
 
 /// `s` as one shell word: as it is where it is plain, else [`quote`]d (or, holding a control
-/// character such as a newline, in Rust's escaped spelling, so that it stays on one line).
+/// character such as a newline, as a `$'...'` word, so that it stays on one line).
 pub fn word(s: &str) -> String {
     // Characters no shell reads specially (`=` and `:` only inside a word that does not
     // start a command, as in the commands ember suggests: zsh expands a leading `=`).

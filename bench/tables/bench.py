@@ -34,13 +34,10 @@ import pandas as pd
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from public import TABLES, path_of  # noqa: E402
-from sklearn.compose import ColumnTransformer  # noqa: E402
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor  # noqa: E402
-from sklearn.impute import SimpleImputer  # noqa: E402
 from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
-from sklearn.preprocessing import OneHotEncoder, StandardScaler  # noqa: E402
-from yardstick import MISSING, ember_score, features  # noqa: E402
+from yardstick import MISSING, ember_score, features, linear_prep  # noqa: E402
 
 SMALL = 5_000
 SPLITS = 5
@@ -89,12 +86,7 @@ def linear_score(train, test, label, types, task):
     regression, or ridge for a regression, on the columns ember's job keeps."""
     xtr, numeric, category = features(train, types)
     xte, _, _ = features(test, types)
-    prep = ColumnTransformer(
-        [
-            ("num", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), numeric),
-            ("cat", OneHotEncoder(handle_unknown="ignore"), category),
-        ]
-    )
+    prep = linear_prep(numeric, category)
     if task == "regression":
         model = make_pipeline(prep, Ridge()).fit(xtr, train[label].astype(float))
     else:

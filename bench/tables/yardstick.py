@@ -71,15 +71,21 @@ def features(frame, types):
     return x, numeric + list(date_parts(frame.head(0), dates).columns), category
 
 
-def sklearn_scores(train, test, label, types, task):
-    xtr, numeric, category = features(train, types)
-    xte, _, _ = features(test, types)
-    prep = ColumnTransformer(
+def linear_prep(numeric, category):
+    """The linear pipeline's inputs: numbers imputed with the median and standardised,
+    categories one-hot (levels unseen in training: all zeros)."""
+    return ColumnTransformer(
         [
             ("num", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), numeric),
             ("cat", OneHotEncoder(handle_unknown="ignore"), category),
         ]
     )
+
+
+def sklearn_scores(train, test, label, types, task):
+    xtr, numeric, category = features(train, types)
+    xte, _, _ = features(test, types)
+    prep = linear_prep(numeric, category)
     if task == "regression":
         ytr, yte = train[label].astype(float), test[label].astype(float)
         models = [Ridge(), HistGradientBoostingRegressor(random_state=0)]

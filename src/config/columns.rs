@@ -115,7 +115,8 @@ pub type Scalings = std::collections::BTreeMap<String, Scaling>;
 pub struct Robust {
     /// The training median.
     pub center: f64,
-    /// The interquartile range, or half the range where the middle half is one value.
+    /// The interquartile range; where the middle half is one value, the middle 80 %'s spread,
+    /// else half the range, else 1.
     pub scale: f64,
 }
 

@@ -237,7 +237,7 @@ pub fn remove_leftovers(dir: &Path) {
         .collect();
     let names = std::fs::read_dir(dir).into_iter().flatten().flatten();
     for name in names.map(|e| e.file_name().to_string_lossy().into_owned()) {
-        let temporary = name.starts_with('.') && name.contains(".tmp-");
+        let temporary = crate::fs::temporary_of(&name).is_some();
         let part = Part::ALL
             .iter()
             .any(|p| name.starts_with(&format!("{}-", p.name())) && name.ends_with(".mpk"));

@@ -165,9 +165,7 @@ impl SweepDir {
 
     /// A temporary file of [`crate::fs::write_atomic`] writing the base or the sweep file.
     fn is_temporary(name: &str) -> bool {
-        [BASE, SWEEP]
-            .iter()
-            .any(|f| name.starts_with(&format!(".{f}.tmp-")))
+        crate::fs::temporary_of(name).is_some_and(|f| f == BASE || f == SWEEP)
     }
 
     pub fn file(&self, name: &str) -> PathBuf {

@@ -106,13 +106,12 @@ pub fn fit_robust(present: &mut [f64], center: f64) -> Robust {
         let at = ((n - 1) as f64 * q).round() as usize;
         *present.select_nth_unstable_by(at, f64::total_cmp).1
     };
-    let spreads = [
-        quantile(0.75) - quantile(0.25),
-        quantile(0.9) - quantile(0.1),
-        (quantile(1.0) - quantile(0.0)) / 2.0,
-        1.0,
-    ];
+    // (low quantile, high quantile, factor), tried in turn: the later only where the earlier
+    // spread is 0, so that a column with an interquartile range selects just its quartiles.
+    let spreads = [(0.25, 0.75, 1.0), (0.1, 0.9, 1.0), (0.0, 1.0, 0.5)];
     let scale = (spreads.into_iter())
+        .map(|(low, high, factor)| (quantile(high) - quantile(low)) * factor)
+        .chain([1.0])
         .find(|s| *s > 0.0 && s.is_finite())
         .expect("1 is positive");
     Robust { center, scale }
