@@ -208,6 +208,7 @@ fn scratch_run(
         // A benchmark's scratch run is not tracked, whatever MLFLOW_TRACKING_URI says.
         mlflow: None,
         experiment: None,
+        drafted_job: None,
     }
 }
 

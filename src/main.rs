@@ -5,7 +5,7 @@ use ember::console::{Console, Verbosity};
 use ember::device::{Backends, CpuBackend, Device, DeviceRequest, OnBackend};
 use ember::error::Result;
 use ember::train::TrainArgs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Parser)]
 #[command(
@@ -46,12 +46,16 @@ impl ModelArgs {
     }
 }
 
+// Parsed once per process: boxing the largest variant (train's options) would save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
-    /// Train a job from its config file.
+    /// Train a job from its config file, or the job `ember init` drafts for a CSV file.
     Train {
-        /// The job file (configs/*.toml); optional with --resume.
+        /// The job file (configs/*.toml); optional with --resume or --csv.
         config: Option<PathBuf>,
+        #[command(flatten)]
+        draft: DraftArgs,
         #[command(flatten)]
         args: TrainArgs,
     },
@@ -166,6 +170,26 @@ struct InitArgs {
     /// A folder of class subfolders of PNG or JPEG images.
     #[arg(long, value_name = "DIR", required_unless_present = "csv")]
     images: Option<PathBuf>,
+}
+
+/// `ember train --csv FILE --label COLUMN`: the job `ember init` would draft, trained at once
+/// and kept in the run folder as `job.toml`.
+#[derive(clap::Args)]
+struct DraftArgs {
+    /// Draft the job for this CSV file as `ember init --csv` does, and train it.
+    #[arg(
+        long,
+        requires = "label",
+        conflicts_with_all = ["config", "resume"],
+        value_name = "FILE"
+    )]
+    csv: Option<PathBuf>,
+    /// With --csv: the column to predict.
+    #[arg(long, value_name = "COLUMN", requires = "csv")]
+    label: Option<String>,
+    /// With --csv: a column to type as a category whatever it holds (repeat for more).
+    #[arg(long, value_name = "COLUMN", requires = "csv")]
+    category: Vec<String>,
 }
 
 /// `ember bench`'s arguments.
@@ -330,6 +354,30 @@ fn write_stdout(bytes: &[u8]) {
 }
 
 /// `ember init`: the drafted job file on stdout, and why on stderr.
+/// `ember train`: the job file, or with `--csv` the job `ember init` drafts.
+fn train(
+    config: Option<&Path>,
+    draft: DraftArgs,
+    mut args: TrainArgs,
+    console: &Console,
+) -> Result<()> {
+    if let (Some(csv), Some(label)) = (&draft.csv, &draft.label) {
+        args.drafted_job = Some(drafted(csv, label, &draft.category)?);
+    }
+    let report = ember::train::run::<AllBackends>(config, &args, console)?;
+    finish_train(report, console)
+}
+
+/// The job `ember init` drafts for `csv` and `label`, its column table and reason on stderr.
+fn drafted(csv: &Path, label: &str, categories: &[String]) -> Result<String> {
+    let draft = ember::init::from_csv(csv, label, categories)?;
+    if let Some(columns) = &draft.columns {
+        eprint!("{columns}");
+    }
+    eprintln!("{}", draft.why);
+    Ok(draft.toml)
+}
+
 fn init(args: InitArgs) -> Result<()> {
     let draft = match (args.csv, args.label, args.images) {
         (Some(csv), Some(label), _) => ember::init::from_csv(&csv, &label, &args.category)?,
@@ -410,10 +458,11 @@ fn run(cli: Cli, console: &Console) -> Result<()> {
     use ember::inference::{eval_command, export_command, predict_command};
     type D = AllBackends;
     let lines: Vec<String> = match cli.command {
-        Command::Train { config, args } => {
-            let report = ember::train::run::<D>(config.as_deref(), &args, console)?;
-            return finish_train(report, console);
-        }
+        Command::Train {
+            config,
+            draft,
+            args,
+        } => return train(config.as_deref(), draft, args, console),
         Command::Eval {
             model,
             split,

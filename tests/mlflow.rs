@@ -184,11 +184,7 @@ fn a_run_and_a_replica_sweep_are_logged_and_read_back() {
     let table = root().join("examples/penguins-raw.csv");
     let out = ember(&["init", "--csv", path_str(&table), "--label", "Species"]);
     ok(&out);
-    let cfg = config(
-        &dir,
-        "species.toml",
-        &stdout(&out).replace("epochs = 20", "epochs = 3"),
-    );
+    let cfg = config(&dir, "species.toml", &common::with_epochs(&stdout(&out), 3));
     let run = dir.join("species");
     let o = train_on_cpu(
         &cfg,

@@ -354,7 +354,7 @@ fn penguins(dir: &Path, name: &str, label: &str, extra: &[&str]) -> PathBuf {
     let table = common::root().join("examples/penguins-raw.csv");
     let out = ember(&["init", "--csv", path_str(&table), "--label", label]);
     ok(&out);
-    let job = stdout(&out).replace("epochs = 20", "epochs = 3");
+    let job = common::with_epochs(&stdout(&out), 3);
     let cfg = config(dir, &format!("{name}.toml"), &job);
     let run = dir.join(name);
     ok(&common::train_on_cpu(&cfg, &run, extra));
@@ -370,6 +370,12 @@ fn mixed_tables_export_with_their_preprocessing_for_every_task_and_activation() 
         // An embedded category: its index is looked up in the exported table.
         ("species-embedded", "Species", "data.embed.Island=3"),
         ("species-sigmoid", "Species", "model.activation=\"sigmoid\""),
+        // Piecewise-linear bins of a column with missing cells.
+        (
+            "species-bins",
+            "Species",
+            "data.scaling.\"Flipper Length (mm)\"=\"piecewise-linear\"",
+        ),
         ("sex-gelu", "Sex", "model.activation=\"gelu\""),
         ("mass-tanh", "Body Mass (g)", "model.activation=\"tanh\""),
         (

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Lcg, bad_input, config, ember, last_valid, ok, path_str, scratch, stderr, stdout};
+use common::{Lcg, bad_input, config, ember, model_valid, ok, path_str, scratch, stderr, stdout};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -21,9 +21,9 @@ fn drafted(dir: &Path, csv: &Path, label: &str, epochs: usize) -> (PathBuf, Stri
     common::drafted_as(dir, "job.toml", csv, label, epochs)
 }
 
-/// The last validation accuracy of a run.
+/// The validation accuracy of a run's model (its last epoch, or its best where restored).
 fn valid_accuracy(run: &Path) -> f64 {
-    last_valid(run, "accuracy")
+    model_valid(run, "accuracy")
 }
 
 fn train(cfg: &Path, run: &Path) -> std::process::Output {
@@ -372,11 +372,11 @@ fn a_target_in_dollars_trains_standardised_and_reports_in_dollars() {
     );
     let run = dir.join("run");
     ok(&train(&cfg, &run));
-    let r2 = last_valid(&run, "r2");
+    let r2 = model_valid(&run, "r2");
     assert!(r2 >= 0.97, "valid R² {r2}");
     // The loss and MAE are in dollars: a standard deviation of about 130,000 dollars, an R²
     // near 1, so an MAE of thousands and a mean squared error of millions.
-    let (mse, mae) = (last_valid(&run, "loss"), last_valid(&run, "mae"));
+    let (mse, mae) = (model_valid(&run, "loss"), model_valid(&run, "mae"));
     assert!(mae > 300.0 && mae < 20_000.0, "MAE {mae}");
     assert!(mse > mae * mae, "MSE {mse}, MAE {mae}");
     let resolved = std::fs::read_to_string(run.join("config.toml")).unwrap();
@@ -577,7 +577,14 @@ fn a_category_of_many_levels_is_embedded_and_decides_the_class() {
     let data = dir.join("shops.csv");
     shop_table(&data, 6000, 5);
     let (cfg, why) = drafted(&dir, &data, "label", 30);
+    // Without the drafted early stop, which replicas (below) do not take.
     let job = std::fs::read_to_string(&cfg).unwrap();
+    let stop = job
+        .find("\n# Ends the run after")
+        .expect("an early stop is drafted");
+    let end = stop + job[stop..].find("restore_best = true\n").unwrap() + 20;
+    let job = format!("{}{}", &job[..stop], &job[end..]);
+    std::fs::write(&cfg, &job).unwrap();
     assert!(job.contains("[data.embed]\nshop = 9\n"), "{job}");
     assert!(
         why.contains("300 levels in 3+ rows, over one-hot's 64: embedded, 9 wide"),
@@ -705,7 +712,7 @@ fn integer_codes_are_flagged_and_init_category_makes_them_a_category() {
     );
     assert!(stderr(&out).contains(hint), "{}", stderr(&out));
     // As numbers, the codes' order says nothing of the class.
-    let numeric = stdout(&out).replace("epochs = 20", "epochs = 30");
+    let numeric = common::with_epochs(&stdout(&out), 30);
     let (cfg, run) = (config(&dir, "numeric.toml", &numeric), dir.join("numeric"));
     ok(&train(&cfg, &run));
     let acc = valid_accuracy(&run);
@@ -713,7 +720,7 @@ fn integer_codes_are_flagged_and_init_category_makes_them_a_category() {
 
     let out = ember(&["init", "--csv", csv, "--label", "label", flag, "person_id"]);
     ok(&out);
-    let job = stdout(&out).replace("epochs = 20", "epochs = 30");
+    let job = common::with_epochs(&stdout(&out), 30);
     assert!(job.contains("--label label --category person_id"), "{job}");
     assert!(job.contains("person_id = \"category\"  # a category by --category; 300 levels in 3+ rows, over one-hot's 64: embedded, 9 wide"), "{job}");
     assert!(job.contains("[data.embed]\nperson_id = 9\n"), "{job}");
@@ -863,7 +870,7 @@ fn a_heavy_tail_is_scaled_robustly_where_init_drafts_it_and_predict_applies_it()
     // eval encodes the validation rows as training did: the same R².
     let eval = ember(&["eval", path_str(&run), "--device", "cpu"]);
     ok(&eval);
-    let r2 = last_valid(&run, "r2");
+    let r2 = model_valid(&run, "r2");
     let said = stdout(&eval);
     let evaluated: f64 = (said
         .split(" r2 ")
@@ -920,6 +927,134 @@ fn a_heavy_tail_is_scaled_robustly_where_init_drafts_it_and_predict_applies_it()
     let unfitted = config(&dir, "unfitted.toml", &unfitted);
     bad_input(
         &train(&unfitted, &dir.join("unfitted")),
-        "data.encoding has \"precipitation\" scaled robustly, but data.scaling does not",
+        "data.encoding has \"precipitation\" fitted as \"robust\", but data.scaling asks for \"standard\"",
     );
+}
+
+/// New York flights (examples/): the month, the day, the scheduled times and the distance are
+/// whole numbers of many values, which `init` drafts piecewise-linear (one input per quantile
+/// bin), as the resolved config's bins say; the drafted run stops early and its model is the
+/// best epoch's, which eval loads (the same R² as that epoch's) and predict applies.
+#[test]
+fn whole_numbers_are_binned_where_init_drafts_them_and_the_best_epoch_is_the_model() {
+    let dir = scratch("tables-bins");
+    let flights = common::root().join("examples/flights-3000.csv");
+    let (cfg, why) = drafted(&dir, &flights, "arr_delay", 60);
+    let job = std::fs::read_to_string(&cfg).unwrap();
+    for column in [
+        "month",
+        "day",
+        "sched_dep_time",
+        "sched_arr_time",
+        "distance",
+    ] {
+        assert!(
+            job.contains(&format!("\n{column} = \"piecewise-linear\"\n")),
+            "{job}"
+        );
+    }
+    assert!(job.contains("[early_stopping]\npatience = 5\nrestore_best = true\n"));
+    assert!(
+        why.contains("31 distinct whole numbers: piecewise-linear, up to 16 quantile bins"),
+        "{why}"
+    );
+    let run = dir.join("run");
+    ok(&train(&cfg, &run));
+    let resolved = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    // The months' edges: every month is a value of its own rank among the 16.
+    let months = "bins = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]";
+    assert!(resolved.contains(months), "{resolved}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["model_epoch"], summary["best_epoch"]);
+    assert!(summary["epochs_done"].as_u64() < Some(60), "{summary}");
+    let eval = ember(&["eval", path_str(&run), "--device", "cpu"]);
+    ok(&eval);
+    let said = stdout(&eval);
+    let evaluated: f64 = (said.split(" r2 ").nth(1))
+        .and_then(|a| a.split([' ', ',']).next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no r2 in {said}"));
+    let r2 = model_valid(&run, "r2");
+    assert!(r2 > 0.05 && (evaluated - r2).abs() < 1e-4, "{r2}: {said}");
+    let out = ember(&[
+        "predict",
+        path_str(&run),
+        "--input",
+        path_str(&flights),
+        "--device",
+        "cpu",
+    ]);
+    ok(&out);
+    assert_eq!(stdout(&out).lines().count(), 3001);
+}
+
+/// `ember train --csv FILE --label COL` trains the job `ember init` drafts, keeps it in the run
+/// folder as `job.toml` (the same text `init` prints), and takes `--set` like a job file; it
+/// takes no job file beside it, and a bad override names the drafted job.
+#[test]
+fn train_csv_drafts_trains_and_keeps_the_drafted_job() {
+    let dir = scratch("tables-train-csv");
+    let penguins = common::root().join("examples/penguins.csv");
+    let csv = path_str(&penguins);
+    let init = ember(&["init", "--csv", csv, "--label", "species"]);
+    ok(&init);
+    let run = dir.join("run");
+    let out = ember(&[
+        "train",
+        "--csv",
+        csv,
+        "--label",
+        "species",
+        "--out",
+        path_str(&run),
+        "--device",
+        "cpu",
+        "--set",
+        "epochs=4",
+    ]);
+    ok(&out);
+    assert!(
+        stderr(&out).contains("inferred task = \"classification\""),
+        "{}",
+        stderr(&out)
+    );
+    let kept = std::fs::read_to_string(run.join("job.toml")).unwrap();
+    assert_eq!(kept, stdout(&init));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        (summary["status"].as_str(), summary["epochs_total"].as_u64()),
+        (Some("complete"), Some(4))
+    );
+    let predict = ember(&["predict", path_str(&run), "--input", csv, "--device", "cpu"]);
+    ok(&predict);
+    let job = dir.join("job.toml");
+    std::fs::write(&job, &kept).unwrap();
+    let both = ember(&["train", path_str(&job), "--csv", csv, "--label", "species"]);
+    assert_eq!(both.status.code(), Some(2), "{}", stderr(&both));
+    assert!(
+        stderr(&both).contains("cannot be used with"),
+        "{}",
+        stderr(&both)
+    );
+    let bad = ember(&[
+        "train",
+        "--csv",
+        csv,
+        "--label",
+        "species",
+        "--out",
+        path_str(&dir.join("bad")),
+        "--set",
+        "adam.lr=-1",
+    ]);
+    // The column report, then one line of error.
+    assert_eq!(bad.status.code(), Some(2));
+    let last = stderr(&bad).lines().last().unwrap_or_default().to_string();
+    assert_eq!(
+        last,
+        "error: the drafted job: adam.lr = -1 must be a number greater than 0"
+    );
+    assert!(!dir.join("bad").exists());
 }

@@ -121,11 +121,7 @@ fn a_regression_logs_mae_and_r2_and_tensorboard_false_writes_none() {
         "Body Mass (g)",
     ]);
     ok(&out);
-    let cfg = config(
-        &dir,
-        "mass.toml",
-        &stdout(&out).replace("epochs = 20", "epochs = 3"),
-    );
+    let cfg = config(&dir, "mass.toml", &common::with_epochs(&stdout(&out), 3));
     let run = dir.join("run");
     ok(&train_on_cpu(&cfg, &run, &[]));
     let want = expected(&run);

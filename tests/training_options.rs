@@ -117,7 +117,7 @@ fn clipping_by_the_global_norm_holds_the_weights_back() {
 }
 
 #[test]
-fn early_stopping_stops_where_the_history_says_and_keeps_the_best_model() {
+fn early_stopping_stops_where_the_history_says_and_restores_the_best_model() {
     let dir = scratch("opt-early");
     let data = table(&dir, "noise.csv", 120, false);
     let cfg = config(
@@ -126,7 +126,7 @@ fn early_stopping_stops_where_the_history_says_and_keeps_the_best_model() {
         &format!(
             "task = \"binary\"\nepochs = 80\nbatch_size = 10\n[data]\ncsv = \"{}\"\nlabel = \"y\"\n\
              valid_fraction = 0.5\n[model]\nhidden = [64, 64]\n[adam]\nlr = 0.01\n\
-             [early_stopping]\npatience = 4\nmin_delta = 0.001\n",
+             [early_stopping]\npatience = 4\nmin_delta = 0.001\nrestore_best = true\n",
             data.display()
         ),
     );
@@ -154,32 +154,40 @@ fn early_stopping_stops_where_the_history_says_and_keeps_the_best_model() {
     assert_eq!(summary["best_epoch"], best_epoch);
     assert_eq!(summary["stopped_early"], true);
     assert_eq!(summary["status"], "complete");
-    let best_model = run.join("model-best.mpk");
-    let out = ember(&[
-        "eval",
-        path_str(&best_model),
-        "--split",
-        "valid",
-        "--device",
-        "cpu",
-    ]);
-    ok(&out);
-    let line = stdout(&out);
-    let loss: f64 = line
-        .split("loss ")
-        .nth(1)
-        .unwrap()
-        .split(',')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    assert_eq!(summary["model_epoch"], best_epoch);
     let want = valid[best_epoch - 1];
-    assert!(
-        (loss - want).abs() <= 1e-5 * want,
-        "{line} vs epoch {best_epoch}: {want}"
+    assert_eq!(summary["final_metrics"]["valid_loss"].as_f64(), Some(want));
+    // `model-best.*` and the run's final model (restored) are the best epoch's.
+    for model in [run.join("model-best.mpk"), run.clone()] {
+        let out = ember(&[
+            "eval",
+            path_str(&model),
+            "--split",
+            "valid",
+            "--device",
+            "cpu",
+        ]);
+        ok(&out);
+        let line = stdout(&out);
+        let loss: f64 = line
+            .split("loss ")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            (loss - want).abs() <= 1e-5 * want,
+            "{}: {line} vs epoch {best_epoch}: {want}",
+            model.display()
+        );
+    }
+    assert_eq!(
+        std::fs::read(run.join("model-best.safetensors")).unwrap(),
+        std::fs::read(run.join("model.safetensors")).unwrap()
     );
-    assert!(run.join("model-best.safetensors").is_file());
     let again = ember(&[
         "train",
         "--resume",

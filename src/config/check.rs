@@ -7,7 +7,7 @@ use super::{
     RawModel, RawSchedule, RawSgd, ScheduleKind, ScheduleSpec, Source, Standardization, TableSpec,
     Task,
 };
-use crate::config::columns::{ColumnKind, Scaling};
+use crate::config::columns::{ColumnKind, Encoding, Scaling, Scalings};
 use crate::error::Result;
 use crate::input_err;
 
@@ -394,6 +394,7 @@ impl RawConfig {
             metric,
             patience: at_least_one("early_stopping.patience", e.patience)?,
             min_delta: non_negative("early_stopping.min_delta", e.min_delta.unwrap_or(0.0))?,
+            restore_best: e.restore_best.unwrap_or(false),
         }))
     }
 
@@ -683,24 +684,7 @@ impl RawConfig {
                         embed.map_or("does not name it".into(), |w| format!("gives it {w} wide"))
                     ));
                 }
-                let robust =
-                    d.scaling.as_ref().and_then(|m| m.get(&e.column)) == Some(&Scaling::Robust);
-                if e.robust.is_some() != robust {
-                    return Err(input_err!(
-                        "data.encoding has \"{}\" {}, but data.scaling {}; delete data.encoding to fit it again",
-                        e.column,
-                        if e.robust.is_some() {
-                            "scaled robustly"
-                        } else {
-                            "as it is"
-                        },
-                        if robust {
-                            "scales it robustly"
-                        } else {
-                            "does not"
-                        }
-                    ));
-                }
+                encoding_matches_scaling(e, d.scaling.as_ref())?;
                 if typed.get(&e.column) != Some(&e.kind) || e.kind == ColumnKind::Ignore {
                     return Err(input_err!(
                         "data.encoding has \"{}\" as {}, but data.columns does not; delete data.encoding to fit it again",
@@ -895,4 +879,27 @@ impl RawConfig {
         }
         Ok(stats)
     }
+}
+
+/// An encoding fitted under the `[data.scaling]` its column has now: robust fits, bins or
+/// neither.
+fn encoding_matches_scaling(e: &Encoding, scaling: Option<&Scalings>) -> Result<()> {
+    let asked = scaling.and_then(|m| m.get(&e.column)).copied();
+    let asked = asked.unwrap_or(Scaling::Standard);
+    let fitted = match (e.robust, &e.bins) {
+        (Some(_), _) => Scaling::Robust,
+        (None, Some(_)) => Scaling::PiecewiseLinear,
+        (None, None) => Scaling::Standard,
+    };
+    if e.kind != ColumnKind::Numeric || asked == fitted {
+        return Ok(());
+    }
+    let name =
+        |s: Scaling| toml::Value::try_from(s).map_or_else(|_| format!("{s:?}"), |v| v.to_string());
+    Err(input_err!(
+        "data.encoding has \"{}\" fitted as {}, but data.scaling asks for {}; delete data.encoding to fit it again",
+        e.column,
+        name(fitted),
+        name(asked)
+    ))
 }

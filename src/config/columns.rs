@@ -91,6 +91,11 @@ pub struct Encoding {
     /// value is centred on and divided by before its tails are clipped smoothly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub robust: Option<Robust>,
+    /// numeric, encoded piecewise-linearly (`[data.scaling]`): the edges of its bins, the
+    /// training values' quantiles, increasing. The value reaches the model as one input per
+    /// bin: 0 below the bin, 1 above it, the fraction of the way through it inside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bins: Option<Vec<f64>>,
 }
 
 /// How a numeric column's values reach the model (`[data.scaling]`).
@@ -103,6 +108,12 @@ pub enum Scaling {
     /// smoothly to about ±3: for heavy tails, whose few far values would otherwise squeeze
     /// the rest into a sliver of the input's range.
     Robust,
+    /// One input per quantile bin, each 0 below its bin, 1 above it and linear inside
+    /// (Gorishniy et al., "On embeddings for numerical features in tabular deep learning",
+    /// 2022): the first layer can then give each stretch of the values its own slope, as a
+    /// tree's splits do, for codes and calendar numbers whose effect is not a line.
+    #[serde(rename = "piecewise-linear")]
+    PiecewiseLinear,
 }
 
 /// Each numeric column's [`Scaling`], where it is not standard (`[data.scaling]`).

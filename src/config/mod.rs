@@ -223,6 +223,8 @@ pub struct EarlyStopping {
     pub metric: Monitor,
     pub patience: usize,
     pub min_delta: f64,
+    /// The run's final model (`model.*`) is the best epoch's, not the last one's.
+    pub restore_best: bool,
 }
 
 /// Column statistics used to standardise inputs: `(x - mean) / std`.
@@ -407,10 +409,16 @@ pub fn load(path: &Path) -> Result<JobConfig> {
 pub fn load_with(path: &Path, overrides: &[String]) -> Result<JobConfig> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| EmberError::file(path, crate::fs::describe_io(&e)))?;
-    let raw = parse(path, &text)?;
+    parse_with(path, &text, overrides)
+}
+
+/// A job file's `text`, read from `path` (which errors name), with `--set KEY=VALUE`
+/// overrides applied, checked.
+pub fn parse_with(path: &Path, text: &str, overrides: &[String]) -> Result<JobConfig> {
+    let raw = parse(path, text)?;
     let raw = match overrides {
         [] => raw,
-        _ => overrides::apply(&text, overrides)?,
+        _ => overrides::apply(text, overrides)?,
     };
     raw.check().map_err(|e| match e {
         EmberError::Input(msg) => EmberError::Input(format!("{}: {msg}", path.display())),
@@ -514,6 +522,8 @@ impl JobConfig {
                 metric: Some(e.metric),
                 patience: e.patience,
                 min_delta: Some(e.min_delta),
+                // Written only when on: configs without it keep their hashes.
+                restore_best: e.restore_best.then_some(true),
             }),
         }
     }

@@ -70,7 +70,7 @@ pub struct RawConfig {
 }
 
 /// `[early_stopping]`: stop after `patience` epochs without an improvement of `metric` by
-/// more than `min_delta`.
+/// more than `min_delta`; with `restore_best`, the final model is the best epoch's.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawEarlyStopping {
@@ -79,6 +79,8 @@ pub struct RawEarlyStopping {
     pub patience: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_delta: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restore_best: Option<bool>,
 }
 
 /// `[schedule]`: how the learning rate moves, in epochs; it steps every batch.

@@ -164,6 +164,7 @@ mod tests {
             levels: Some((0..levels).map(|l| l.to_string()).collect()),
             embed,
             robust: None,
+            bins: None,
         }
     }
 
@@ -176,6 +177,7 @@ mod tests {
             levels: None,
             embed: None,
             robust: None,
+            bins: None,
         }
     }
 

@@ -205,9 +205,10 @@ fn filled(g: &mut Graph, enc: &Encoding) -> Vec<String> {
             let parts = super::calendar::parts(g, &days);
             g.cast(&parts, elem::FLOAT)
         }
-        _ => match enc.robust {
-            Some(r) => robust(g, &value, r),
-            None => value,
+        _ => match (&enc.bins, enc.robust) {
+            (Some(edges), _) => piecewise(g, &value, edges),
+            (None, Some(r)) => robust(g, &value, r),
+            (None, None) => value,
         },
     }];
     if enc.indicator {
@@ -232,6 +233,25 @@ fn robust(g: &mut Graph, x: &str, r: Robust) -> String {
     let root = g.op("Sqrt", &[&sum], vec![]);
     let clipped = g.bin("Div", &z, &root);
     g.cast(&clipped, elem::FLOAT)
+}
+
+/// `[n, bins]`: each bin's `min(max((x - low) / width, 0), 1)` in double precision, rounded to
+/// float32: `data::columns::scaling::piecewise`'s operations in its order.
+fn piecewise(g: &mut Graph, x: &str, edges: &[f64]) -> String {
+    let lows: Vec<f64> = edges[..edges.len() - 1].to_vec();
+    let widths: Vec<f64> = edges.windows(2).map(|w| w[1] - w[0]).collect();
+    let x = g.cast(x, elem::DOUBLE);
+    let low = g.doubles("low", &[1, lows.len()], &lows);
+    let width = g.doubles("width", &[1, widths.len()], &widths);
+    let (zero, one) = (
+        g.doubles("zero", &[], &[0.0]),
+        g.doubles("one", &[], &[1.0]),
+    );
+    let shifted = g.bin("Sub", &x, &low);
+    let through = g.bin("Div", &shifted, &width);
+    let above = g.bin("Max", &through, &zero);
+    let within = g.bin("Min", &above, &one);
+    g.cast(&within, elem::FLOAT)
 }
 
 /// A category column's slot, int64 `[n, 1]`: its level's index, then "(missing)" and

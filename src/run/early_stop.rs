@@ -49,6 +49,16 @@ pub fn decide(history: &[EpochRecord], rule: &EarlyStopping) -> Option<Decision>
     })
 }
 
+/// The epoch whose weights a run's final model holds: the best epoch where early stopping
+/// restores it, else the last; `None` before the first epoch.
+pub fn model_epoch(history: &[EpochRecord], rule: Option<&EarlyStopping>) -> Option<usize> {
+    let restored = rule
+        .filter(|r| r.restore_best)
+        .and_then(|r| decide(history, r))
+        .map(|d| d.best_epoch);
+    restored.or_else(|| history.last().map(|r| r.epoch))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +91,7 @@ mod tests {
             metric: Monitor::ValidLoss,
             patience: 2,
             min_delta: 0.05,
+            restore_best: false,
         };
         let h = history(&[1.0, 0.8, 0.78, 0.9, 0.7, 0.69, 0.68]);
         let at = |n: usize| decide(&h[..n], &rule).unwrap();
@@ -118,5 +129,13 @@ mod tests {
             }
         );
         assert_eq!(decide(&[], &rule), None);
+        assert_eq!(model_epoch(&h, Some(&rule)), Some(7));
+        let restoring = EarlyStopping {
+            restore_best: true,
+            ..rule
+        };
+        assert_eq!(model_epoch(&h, Some(&restoring)), Some(5));
+        assert_eq!(model_epoch(&h, None), Some(7));
+        assert_eq!(model_epoch(&[], Some(&restoring)), None);
     }
 }

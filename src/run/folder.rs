@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 /// The files of a run, by name.
 pub const CONFIG: &str = "config.toml";
+/// The job `ember train --csv` drafted, as `ember init` writes it (comments and all).
+pub const DRAFTED_JOB: &str = "job.toml";
 pub const METRICS: &str = "metrics.csv";
 pub const SUMMARY: &str = "summary.json";
 pub const CURVES: &str = "curves.png";

@@ -43,7 +43,12 @@ pub struct Summary {
     pub epochs_done: usize,
     pub epochs_total: usize,
     pub batch_size: usize,
+    /// The metrics of the epoch whose weights the final model holds (`model_epoch`).
     pub final_metrics: Option<Metrics>,
+    /// The epoch whose weights `model.*` holds: the last, or the best where early stopping
+    /// restores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_epoch: Option<usize>,
     pub best: Option<Best>,
     /// With early stopping: the epoch of `model-best.*` (the best by the watched metric).
     #[serde(default)]
@@ -102,6 +107,8 @@ impl Summary {
             .as_ref()
             .and_then(|rule| crate::run::early_stop::decide(h, rule));
         let steps: usize = h.iter().map(|e| e.train.steps).sum();
+        let model_epoch = crate::run::early_stop::model_epoch(h, r.config.early_stopping.as_ref());
+        let kept = h.iter().find(|e| Some(e.epoch) == model_epoch);
         Summary {
             job: r.config.name().to_string(),
             status: status.to_string(),
@@ -115,11 +122,12 @@ impl Summary {
             epochs_done: h.last().map_or(0, |e| e.epoch),
             epochs_total: r.config.epochs,
             batch_size: r.config.batch_size,
-            final_metrics: h.last().map(|e| Metrics {
+            final_metrics: kept.map(|e| Metrics {
                 train_loss: e.train.loss,
                 valid_loss: e.valid.loss,
                 valid_accuracy: e.valid.accuracy,
             }),
+            model_epoch,
             best: best(h),
             best_epoch: early.map(|d| d.best_epoch),
             stopped_early: early.is_some_and(|d| d.stop)
@@ -155,7 +163,8 @@ impl Summary {
             .map_err(|e| EmberError::file(path, format!("not an ember summary ({e})")))
     }
 
-    /// `valid loss 0.4123, valid accuracy 85.21 %` of the last epoch.
+    /// `valid loss 0.4123, valid accuracy 85.21 %` of the final model's epoch, which is named
+    /// where it is not the last.
     pub fn metrics_text(&self) -> String {
         match &self.final_metrics {
             Some(m) => {
@@ -163,7 +172,11 @@ impl Summary {
                     .valid_accuracy
                     .map(|a| format!(", valid accuracy {:.2} %", 100.0 * a))
                     .unwrap_or_default();
-                format!("valid loss {:.4}{acc}", m.valid_loss)
+                let restored = (self.model_epoch)
+                    .filter(|&e| e != self.epochs_done)
+                    .map(|e| format!(" (the model of epoch {e}, the best)"))
+                    .unwrap_or_default();
+                format!("valid loss {:.4}{acc}{restored}", m.valid_loss)
             }
             None => "no epoch finished".to_string(),
         }

@@ -238,6 +238,9 @@ impl TrainTask<'_> {
         let Some(dir) = &self.args.resume else {
             let run = RunDir::create(self.args.out.as_deref(), self.config.name(), needed)?;
             write_atomic(&run.file(folder::CONFIG), self.config.to_toml().as_bytes())?;
+            if let Some(job) = &self.args.drafted_job {
+                write_atomic(&run.file(folder::DRAFTED_JOB), job.as_bytes())?;
+            }
             return Ok(OpenRun {
                 run,
                 resume_epoch: None,
@@ -487,12 +490,33 @@ impl TrainTask<'_> {
             run.file(folder::MODEL_BURN),
             run.file(folder::MODEL_SAFETENSORS),
         );
+        let restored = self.restore_best::<B, M>(model, run)?;
+        let model = restored.as_ref().unwrap_or(model);
         export::save_model(model, (&files.0, &files.1), self.config.name())?;
         if self.args.export.contains(&crate::export::Format::Onnx) {
             let bytes = crate::onnx::bytes(&self.config, &model.network())?;
             crate::fs::write_atomic(&run.file(folder::MODEL_ONNX), &bytes)?;
         }
         Ok(())
+    }
+
+    /// With `restore_best`, where the best epoch is not the last: `model` with the best
+    /// epoch's weights, read back from `model-best.mpk` (written when that epoch ended).
+    fn restore_best<B: TrainBackend, M: EmberModel<B::Inference>>(
+        &self,
+        model: &M,
+        run: &RunDir,
+    ) -> Result<Option<M>> {
+        let log = self.log.lock().expect("run log lock");
+        let history = &log.history;
+        let kept =
+            crate::run::early_stop::model_epoch(history, self.config.early_stopping.as_ref());
+        if kept == history.last().map(|r| r.epoch) {
+            return Ok(None);
+        }
+        let device = model.devices().into_iter().next().unwrap_or_default();
+        let best = export::load_burn(model.clone(), &run.file(folder::MODEL_BEST_BURN), &device)?;
+        Ok(Some(best))
     }
 }
 

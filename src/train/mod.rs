@@ -89,6 +89,10 @@ pub struct TrainArgs {
     /// The MLflow experiment (default: the sweep's name for a sweep's trial, else the job's).
     #[arg(long, value_name = "NAME", env = "MLFLOW_EXPERIMENT_NAME")]
     pub experiment: Option<String>,
+    /// The job file's text where `ember train --csv` drafted it: trained instead of a job
+    /// file, and kept in the new run folder as `job.toml`.
+    #[arg(skip)]
+    pub drafted_job: Option<String>,
 }
 
 /// Resolves the config (the job file, or the resumed run's own), loads the data, trains, and
@@ -180,6 +184,9 @@ fn start_tracking(
 
 /// The job file, or with `--resume` the run's own resolved config, with the command line's
 /// overrides applied.
+/// How errors name a job that `ember train --csv` drafted.
+const DRAFTED: &str = "the drafted job";
+
 fn resolve_config(
     config_path: Option<&Path>,
     args: &TrainArgs,
@@ -192,12 +199,17 @@ fn resolve_config(
             ));
         }
         Some(dir) => resumed_config(dir, config_path, console)?,
-        None => crate::config::load_with(
-            config_path.ok_or_else(|| {
-                input_err!("ember train needs a config file (or --resume RUN_DIR)")
-            })?,
-            &args.set,
-        )?,
+        None => match &args.drafted_job {
+            Some(text) => crate::config::parse_with(Path::new(DRAFTED), text, &args.set)?,
+            None => crate::config::load_with(
+                config_path.ok_or_else(|| {
+                    input_err!(
+                        "ember train needs a config file (or --resume RUN_DIR, or --csv FILE --label COLUMN)"
+                    )
+                })?,
+                &args.set,
+            )?,
+        },
     };
     apply_overrides(&mut config, args)?;
     config.fix_schedule_length()?;

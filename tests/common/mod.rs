@@ -216,8 +216,16 @@ pub fn drafted_as(
 ) -> (PathBuf, String) {
     let out = ember(&["init", "--csv", path_str(csv), "--label", label]);
     ok(&out);
-    let job = stdout(&out).replace("epochs = 20", &format!("epochs = {epochs}"));
+    let job = with_epochs(&stdout(&out), epochs);
     (config(dir, name, &job), stderr(&out))
+}
+
+/// A drafted job file with its `epochs = N` line set to `epochs` (which it must have).
+pub fn with_epochs(job: &str, epochs: usize) -> String {
+    let line = (job.lines())
+        .find(|l| l.starts_with("epochs = "))
+        .unwrap_or_else(|| panic!("no epochs line in the drafted job:\n{job}"));
+    job.replacen(line, &format!("epochs = {epochs}"), 1)
 }
 
 /// The (train loss, valid loss, valid accuracy) rows of a run's metrics.csv.
@@ -269,6 +277,18 @@ pub fn metric(run: &Path, column: &str, pick: impl Fn(&[&str]) -> bool) -> f64 {
 /// The last validation row's `column` in a run's metrics.csv.
 pub fn last_valid(run: &Path, column: &str) -> f64 {
     metric(run, column, |row| row[1] == "valid")
+}
+
+/// The validation row's `column` in a run's metrics.csv of the epoch whose weights the run's
+/// model holds (`summary.json`'s `model_epoch`: the best where early stopping restores it).
+pub fn model_valid(run: &Path, column: &str) -> f64 {
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let epoch = summary["model_epoch"]
+        .as_u64()
+        .expect("a model_epoch")
+        .to_string();
+    metric(run, column, |row| row[1] == "valid" && row[0] == epoch)
 }
 
 /// Says that `what` cannot run here, and `why`: under `CI=true` a failure, since CI must run

@@ -3,7 +3,8 @@
 //! value in every row, an ID (unique per row), free text, or text nearly unique per row.
 
 use super::{
-    ColumnKind, MAX_EMBEDDED_LEVELS, MAX_LEVELS, MIN_LEVEL_ROWS, Missing, dates, embed_width,
+    ColumnKind, MAX_EMBEDDED_LEVELS, MAX_LEVELS, MIN_LEVEL_ROWS, Missing, Scaling, dates,
+    embed_width,
 };
 use crate::data::table::TextCsv;
 use crate::data::text_csv::{CellParser, read_parsing};
@@ -30,8 +31,11 @@ pub struct Inferred {
     /// A numeric column with a heavy tail: how many interquartile ranges from its median its
     /// furthest value lies (see [`heavy_tail`]).
     pub tail: Option<f64>,
-    /// Scaled robustly (`[data.scaling]`): `init` decides, from the tail and the task.
-    pub robust: bool,
+    /// A numeric column of whole numbers only: how many distinct values it holds.
+    pub whole: Option<usize>,
+    /// How its values reach the model (`[data.scaling]`): `init` decides, from the tail, the
+    /// whole numbers and the task.
+    pub scaling: Scaling,
 }
 
 /// Below this many rows, a column unique per row is not taken for an ID.
@@ -200,7 +204,8 @@ pub fn infer(training: &Training, label: usize, missing: &Missing) -> Vec<Inferr
                 why,
                 embed,
                 tail: None,
-                robust: false,
+                whole: None,
+                scaling: Scaling::Standard,
             };
             match kind {
                 ColumnKind::Numeric => with_tail(column, &numbers(&cells)),
@@ -241,7 +246,8 @@ fn parsed_kind(csv: &TextCsv, c: usize, kind: ColumnKind, first: &str) -> Inferr
         why,
         embed: None,
         tail: None,
-        robust: false,
+        whole: None,
+        scaling: Scaling::Standard,
     };
     with_tail(column, &present)
 }
@@ -269,12 +275,23 @@ pub fn heavy_tail(numbers: &[f64]) -> Option<f64> {
     (reach > HEAVY_TAIL_SPREADS).then_some(reach)
 }
 
-/// `column` with the [`heavy_tail`] of its present values `numbers`, where it is numeric.
+/// `column` with the [`heavy_tail`] of its present values `numbers`, and their count of
+/// distinct values where all are whole numbers, where it is numeric.
 fn with_tail(mut column: Inferred, numbers: &[f64]) -> Inferred {
     if column.kind == ColumnKind::Numeric {
         column.tail = heavy_tail(numbers);
+        column.whole = whole_numbers(numbers);
     }
     column
+}
+
+/// How many distinct values `numbers` hold, where every one is a whole number.
+fn whole_numbers(numbers: &[f64]) -> Option<usize> {
+    if !numbers.iter().all(|v| v.fract() == 0.0) {
+        return None;
+    }
+    let distinct: FxHashSet<u64> = numbers.iter().map(|v| (v + 0.0).to_bits()).collect();
+    Some(distinct.len())
 }
 
 /// The values of cells that all hold numbers.

@@ -19,7 +19,7 @@
 pub mod dates;
 pub mod infer;
 mod scaling;
-pub use scaling::ROBUST_CLIP;
+pub use scaling::{PIECEWISE_BINS, ROBUST_CLIP};
 
 use super::Matrix;
 use super::table::TextCsv;
@@ -64,7 +64,12 @@ impl Encoding {
     pub fn inputs(&self) -> Vec<(String, bool)> {
         let c = &self.column;
         let mut inputs: Vec<(String, bool)> = match self.kind {
-            ColumnKind::Numeric => vec![(c.clone(), false)],
+            ColumnKind::Numeric => match &self.bins {
+                Some(edges) => (edges.windows(2))
+                    .map(|w| (format!("{c}[{},{}]", w[0], w[1]), false))
+                    .collect(),
+                None => vec![(c.clone(), false)],
+            },
             ColumnKind::Date => dates::PARTS
                 .iter()
                 .map(|p| (format!("{c}.{p}"), false))
@@ -118,6 +123,9 @@ impl Encoding {
                 ));
             }
         }
+        if let Some(edges) = &self.bins {
+            self.check_bins(edges)?;
+        }
         let fits = match self.kind {
             ColumnKind::Numeric => self.levels.is_none() && self.fill.is_some_and(f64::is_finite),
             ColumnKind::Date => {
@@ -146,6 +154,27 @@ impl Encoding {
                 }
             )),
         }
+    }
+}
+
+impl Encoding {
+    /// Bins only for a numeric column that is not also scaled robustly, with finite edges
+    /// that increase.
+    fn check_bins(&self, edges: &[f64]) -> std::result::Result<(), String> {
+        let c = &self.column;
+        if self.kind != ColumnKind::Numeric || self.robust.is_some() {
+            return Err(format!(
+                "\"{c}\" ({}) has bins; only a numeric column without robust is encoded piecewise-linearly",
+                self.kind.name()
+            ));
+        }
+        let increasing = edges.windows(2).all(|w| w[0] < w[1]);
+        if edges.len() < 2 || !increasing || !edges.iter().all(|e| e.is_finite()) {
+            return Err(format!(
+                "\"{c}\" has bins {edges:?}; they must be at least 2 finite edges, each above the one before"
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -449,6 +478,7 @@ fn fit_column(
         levels: None,
         embed: None,
         robust: None,
+        bins: None,
     };
     match kind {
         ColumnKind::Numeric | ColumnKind::Date => {
@@ -464,8 +494,10 @@ fn fit_column(
             enc.indicator = present.len() < csv.rows();
             let fill = median(&mut present, kind);
             enc.fill = Some(fill);
-            if scaling == Some(&Scaling::Robust) {
-                enc.robust = Some(scaling::fit_robust(&mut present, fill));
+            match scaling {
+                Some(Scaling::Robust) => enc.robust = Some(scaling::fit_robust(&mut present, fill)),
+                Some(Scaling::PiecewiseLinear) => enc.bins = Some(scaling::fit_bins(&mut present)),
+                Some(Scaling::Standard) | None => {}
             }
             Ok((enc, cells))
         }
@@ -729,9 +761,12 @@ impl Column<'_> {
                 }
                 Parsed::Numbers(values) => {
                     let absent = values[r].is_nan();
-                    let v = scaling::number(enc, if absent { fill as f32 } else { values[r] });
-                    row[0] = self.scaled(0, v);
-                    (1, absent)
+                    let v = if absent { fill as f32 } else { values[r] };
+                    let inputs = scaling::write_numeric(enc, v, row);
+                    for (i, v) in row[..inputs].iter_mut().enumerate() {
+                        *v = self.scaled(i, *v);
+                    }
+                    (inputs, absent)
                 }
                 Parsed::Days(days) => {
                     let parts = dates::parts(date_at(days, r, fill));

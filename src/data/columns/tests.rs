@@ -553,6 +553,62 @@ fn a_robust_column_is_centred_divided_and_clipped_smoothly_as_fitted() {
 }
 
 #[test]
+fn a_piecewise_linear_column_is_one_input_per_quantile_bin_as_fitted() {
+    // 0..=32 and a missing cell: 16 bins two wide, from 0 to 32.
+    let mut text = String::from("day,y\n");
+    for v in (0..=32).map(|v| v.to_string()).chain(["".into()]) {
+        writeln_row(&mut text, &[&v, "0"]);
+    }
+    let t = csv("bins.csv", &text);
+    let scaling = Scalings::from([("day".to_string(), Scaling::PiecewiseLinear)]);
+    let inputs = [(0, ColumnKind::Numeric)];
+    let enc = fit_with(&t, &inputs, &Missing::default(), &(Embed::new(), scaling)).unwrap();
+    let edges: Vec<f64> = (0..=16).map(|i| f64::from(2 * i)).collect();
+    assert_eq!(enc[0].bins.as_ref(), Some(&edges));
+    let names: Vec<String> = enc[0].inputs().into_iter().map(|(n, _)| n).collect();
+    assert_eq!((names.len(), names[0].as_str()), (17, "day[0,2]"));
+    assert_eq!(names[16], "day.missing");
+    let (m, _) = encode(&t, &enc, &Missing::default()).unwrap();
+    assert_eq!(m.cols, 17);
+    // 5 is all through the first two bins and half through the third; the missing cell is the
+    // median, 16, and says it was missing.
+    let row = |r: usize| &m.values[17 * r..17 * (r + 1)];
+    let mut five = vec![1.0, 1.0, 0.5];
+    five.extend([0.0; 14]);
+    assert_eq!(row(5), five);
+    let mut missing = vec![1.0; 8];
+    missing.extend([0.0; 8]);
+    missing.push(1.0);
+    assert_eq!(row(33), missing);
+    // Ties make one edge (ranks 0, 2, ..., 29 are 1; 31 is the last); one value throughout is
+    // one bin one wide.
+    let mut tied = vec![1.0; 30];
+    tied.extend([2.0, 3.0]);
+    assert_eq!(scaling::fit_bins(&mut tied), [1.0, 3.0]);
+    assert_eq!(scaling::fit_bins(&mut [4.0; 3]), [4.0, 5.0]);
+    let with_bins = |bins: Vec<f64>| {
+        Encoding {
+            bins: Some(bins),
+            ..enc[0].clone()
+        }
+        .check()
+    };
+    assert!(with_bins(vec![1.0, 1.0]).is_err());
+    assert!(with_bins(vec![1.0]).is_err());
+    assert!(with_bins(vec![0.0, f64::INFINITY]).is_err());
+    assert!(with_bins(vec![0.0, 1.0]).is_ok());
+    let robust = Robust {
+        center: 0.0,
+        scale: 1.0,
+    };
+    let both = Encoding {
+        robust: Some(robust),
+        ..enc[0].clone()
+    };
+    assert!(both.check().is_err());
+}
+
+#[test]
 fn a_robust_spread_widens_where_the_middle_half_is_one_value() {
     // Mostly 0: the middle 80 % (ranks 1 and 10 of 0 to 11, 11 × 0.1 and 11 × 0.9 rounded).
     let mut values = vec![0.0; 9];
@@ -640,6 +696,7 @@ fn a_missing_cell_is_missing_even_where_a_hand_edited_level_is_spelled_so() {
         levels: Some(vec!["NA".into(), "b".into()]),
         embed: None,
         robust: None,
+        bins: None,
     };
     let (m, unseen) = encode(&t, &[enc], &Missing::default()).unwrap();
     // Inputs: "NA", "b", (missing), (other).
