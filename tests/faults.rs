@@ -549,14 +549,22 @@ fn processes_mentioning(marker: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Whether any thread of `pid` has yet to exit. A killed process's first thread turns zombie
+/// while its other threads are still exiting, and those still hold its files, locks included:
+/// a sweep run again at that instant finds its unit locked.
 fn alive(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat
-        .rsplit_once(')')
-        .map_or("", |(_, a)| a)
-        .split_whitespace()
-        .next();
-    state.is_some_and(|s| s != "Z")
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    threads.flatten().any(|t| {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .map_or("", |(_, a)| a)
+            .split_whitespace()
+            .next();
+        state.is_some_and(|s| s != "Z")
+    })
 }
 
 #[test]
