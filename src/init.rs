@@ -95,7 +95,7 @@ fn job_file(
     data: &str,
     model: &str,
 ) -> String {
-    let train_rows = rows * 4 / 5;
+    let train_rows = training_rows(rows);
     let mut t = String::new();
     let _ = writeln!(t, "# Written by `{command}`: a starting point to edit.");
     let _ = writeln!(t, "# Train it with: ember train THIS_FILE.toml\n");
@@ -122,6 +122,11 @@ fn job_file(
     );
     let _ = writeln!(t, "[adam]\nlr = 1e-3");
     t
+}
+
+/// The rows of a file of `rows` that train, outside the drafted `valid_fraction = 0.2`.
+fn training_rows(rows: usize) -> usize {
+    rows * 4 / 5
 }
 
 /// The drafted `epochs` of a job that stops early (see [`EARLY_STOPPING`]), and of one that
@@ -160,7 +165,7 @@ pub fn from_csv(path: &Path, label: &str, categories: &[String]) -> Result<Draft
     let target_tail = (task == "regression")
         .then(|| infer::heavy_tail(&infer::numbers(&values)))
         .flatten();
-    let train_rows = values.len() * 4 / 5;
+    let train_rows = training_rows(values.len());
     columns
         .iter_mut()
         .for_each(|c| choose_scaling(c, task, target_tail, train_rows));

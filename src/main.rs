@@ -353,7 +353,6 @@ fn write_stdout(bytes: &[u8]) {
     let _ = std::io::stdout().lock().write_all(bytes);
 }
 
-/// `ember init`: the drafted job file on stdout, and why on stderr.
 /// `ember train`: the job file, or with `--csv` the job `ember init` drafts.
 fn train(
     config: Option<&Path>,
@@ -371,13 +370,19 @@ fn train(
 /// The job `ember init` drafts for `csv` and `label`, its column table and reason on stderr.
 fn drafted(csv: &Path, label: &str, categories: &[String]) -> Result<String> {
     let draft = ember::init::from_csv(csv, label, categories)?;
+    tell(&draft);
+    Ok(draft.toml)
+}
+
+/// What `ember init` inferred, on stderr: the column table, then why.
+fn tell(draft: &ember::init::Draft) {
     if let Some(columns) = &draft.columns {
         eprint!("{columns}");
     }
     eprintln!("{}", draft.why);
-    Ok(draft.toml)
 }
 
+/// `ember init`: the drafted job file on stdout, and why on stderr.
 fn init(args: InitArgs) -> Result<()> {
     let draft = match (args.csv, args.label, args.images) {
         (Some(csv), Some(label), _) => ember::init::from_csv(&csv, &label, &args.category)?,
@@ -385,10 +390,7 @@ fn init(args: InitArgs) -> Result<()> {
         _ => unreachable!("clap requires --csv with --label, or --images"),
     };
     print!("{}", draft.toml);
-    if let Some(columns) = &draft.columns {
-        eprint!("{columns}");
-    }
-    eprintln!("{}", draft.why);
+    tell(&draft);
     Ok(())
 }
 

@@ -25,10 +25,6 @@ fn small_cnn(dir: &Path, extra: &str) -> PathBuf {
     )
 }
 
-fn summary(run: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap()
-}
-
 #[test]
 fn a_small_cnn_learns_and_eval_and_predict_use_its_batch_norm_statistics() {
     let dir = scratch("cnn-learns");

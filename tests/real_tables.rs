@@ -26,6 +26,18 @@ fn valid_accuracy(run: &Path) -> f64 {
     model_valid(run, "accuracy")
 }
 
+/// The R² that `ember eval` reports for a regression run's validation split, and all it said.
+fn eval_r2(run: &Path) -> (f64, String) {
+    let eval = ember(&["eval", path_str(run), "--device", "cpu"]);
+    ok(&eval);
+    let said = stdout(&eval);
+    let r2 = (said.split(" r2 ").nth(1))
+        .and_then(|a| a.split([' ', ',']).next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no r2 in {said}"));
+    (r2, said)
+}
+
 fn train(cfg: &Path, run: &Path) -> std::process::Output {
     common::train_on_cpu(cfg, run, &[])
 }
@@ -868,16 +880,8 @@ fn a_heavy_tail_is_scaled_robustly_where_init_drafts_it_and_predict_applies_it()
     let fit = "[data.encoding.robust]\ncenter = 0.0\nscale = 2.8\n";
     assert!(resolved.contains(fit), "{resolved}");
     // eval encodes the validation rows as training did: the same R².
-    let eval = ember(&["eval", path_str(&run), "--device", "cpu"]);
-    ok(&eval);
     let r2 = model_valid(&run, "r2");
-    let said = stdout(&eval);
-    let evaluated: f64 = (said
-        .split(" r2 ")
-        .nth(1)
-        .and_then(|a| a.split([' ', ',']).next()))
-    .and_then(|v| v.parse().ok())
-    .unwrap_or_else(|| panic!("no r2 in {said}"));
+    let (evaluated, said) = eval_r2(&run);
     assert!(r2 > 0.75 && (evaluated - r2).abs() < 1e-4, "{r2}: {said}");
     // Standardised as it is, 5,000 mm would sit a thousand deviations out; clipped, it is
     // nearly 500 mm's input, and both nearly 56 mm's.
@@ -964,17 +968,10 @@ fn whole_numbers_are_binned_where_init_drafts_them_and_the_best_epoch_is_the_mod
     // The months' edges: every month is a value of its own rank among the 16.
     let months = "bins = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0]";
     assert!(resolved.contains(months), "{resolved}");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let summary = common::summary(&run);
     assert_eq!(summary["model_epoch"], summary["best_epoch"]);
     assert!(summary["epochs_done"].as_u64() < Some(60), "{summary}");
-    let eval = ember(&["eval", path_str(&run), "--device", "cpu"]);
-    ok(&eval);
-    let said = stdout(&eval);
-    let evaluated: f64 = (said.split(" r2 ").nth(1))
-        .and_then(|a| a.split([' ', ',']).next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no r2 in {said}"));
+    let (evaluated, said) = eval_r2(&run);
     let r2 = model_valid(&run, "r2");
     assert!(r2 > 0.05 && (evaluated - r2).abs() < 1e-4, "{r2}: {said}");
     let out = ember(&[
@@ -1021,8 +1018,7 @@ fn train_csv_drafts_trains_and_keeps_the_drafted_job() {
     );
     let kept = std::fs::read_to_string(run.join("job.toml")).unwrap();
     assert_eq!(kept, stdout(&init));
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let summary = common::summary(&run);
     assert_eq!(
         (summary["status"].as_str(), summary["epochs_total"].as_u64()),
         (Some("complete"), Some(4))

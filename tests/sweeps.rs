@@ -30,10 +30,6 @@ fn beside_base(dir: &Path, name: &str, text: &str) -> PathBuf {
     config(dir, name, &format!("base = \"base.toml\"\n{text}"))
 }
 
-fn summary(run: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap()
-}
-
 /// Starts trial 0 by hand, as the sweep would, and stops it with Ctrl-C after its first
 /// checkpoint: the sweep must resume it.
 fn interrupt_trial_0(out: &Path) {

@@ -149,8 +149,7 @@ fn early_stopping_stops_where_the_history_says_and_restores_the_best_model() {
     let stop = stop.expect("noise labels overfit: the run must stop early");
     assert_eq!(valid.len(), stop, "trained {} epochs", valid.len());
     assert!(stop < 80);
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let summary = common::summary(&run);
     assert_eq!(summary["best_epoch"], best_epoch);
     assert_eq!(summary["stopped_early"], true);
     assert_eq!(summary["status"], "complete");

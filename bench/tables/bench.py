@@ -33,15 +33,11 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from public import TABLES, path_of  # noqa: E402
+from public import TABLES, frame_of, splits  # noqa: E402
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor  # noqa: E402
 from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from yardstick import MISSING, ember_score, features, linear_prep  # noqa: E402
-
-SMALL = 5_000
-SPLITS = 5
-
 
 def raw_columns(train_csv, test, label):
     """The training file's rows with a label and the held-out rows, each column typed as
@@ -125,13 +121,9 @@ def score_of(task, truth, predicted):
     return accuracy_score(truth.astype(str), pd.Series(predicted).astype(str))
 
 
-def one_split(ember, work, frame, label, seed):
+def one_split(ember, work, train, test, label):
     """ember's, LightGBM's, the linear pipeline's and HistGradientBoosting's scores on one
     split, and ember's and LightGBM's wall times."""
-    order = np.random.default_rng(seed).permutation(len(frame))
-    cut = len(frame) * 3 // 4
-    train, test = frame.iloc[order[:cut]], frame.iloc[order[cut:]]
-    test = test[~test[label].isin(MISSING)]
     start = time.perf_counter()
     task, types, ours = ember_score(ember, work, train, test, label, [])
     ember_seconds = time.perf_counter() - start
@@ -144,20 +136,18 @@ def one_split(ember, work, frame, label, seed):
 
 
 def row(ember, work, table):
-    frame = pd.read_csv(path_of(table, work), dtype=str, keep_default_na=False)
-    frame = frame.drop(columns=[c for c in ["", "Unnamed: 0", *table.drop] if c in frame.columns])
-    seeds = range(SPLITS) if len(frame) < SMALL else range(1)
+    frame = frame_of(table, work)
     results = []
-    for seed in seeds:
+    for train, test in splits(frame, table.label, MISSING):
         with tempfile.TemporaryDirectory() as tmp:
-            results.append(one_split(ember, pathlib.Path(tmp), frame, table.label, seed))
+            results.append(one_split(ember, pathlib.Path(tmp), train, test, table.label))
     task = results[0][0]
     scores = [statistics.mean(r[1][i] for r in results) for i in range(4)]
     seconds = [statistics.mean(r[2][i] for r in results) for i in range(2)]
     fmt = (lambda v: f"{v:.3f}") if task == "regression" else (lambda v: f"{100 * v:.1f} %")
-    splits = f"{len(results)} splits" if len(results) > 1 else "1 split"
+    split_count = f"{len(results)} splits" if len(results) > 1 else "1 split"
     return (
-        f"| {table.name} ({table.label}) | {task} | {len(frame):,} ({splits}) | {table.traits} | "
+        f"| {table.name} ({table.label}) | {task} | {len(frame):,} ({split_count}) | {table.traits} | "
         + " | ".join(fmt(s) for s in scores)
         + f" | {seconds[0]:.1f} s | {seconds[1]:.1f} s |"
     ), task, scores

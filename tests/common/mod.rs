@@ -279,12 +279,15 @@ pub fn last_valid(run: &Path, column: &str) -> f64 {
     metric(run, column, |row| row[1] == "valid")
 }
 
+/// A run's `summary.json`.
+pub fn summary(run: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap()
+}
+
 /// The validation row's `column` in a run's metrics.csv of the epoch whose weights the run's
 /// model holds (`summary.json`'s `model_epoch`: the best where early stopping restores it).
 pub fn model_valid(run: &Path, column: &str) -> f64 {
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
-    let epoch = summary["model_epoch"]
+    let epoch = summary(run)["model_epoch"]
         .as_u64()
         .expect("a model_epoch")
         .to_string();

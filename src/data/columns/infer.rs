@@ -208,7 +208,7 @@ pub fn infer(training: &Training, label: usize, missing: &Missing) -> Vec<Inferr
                 scaling: Scaling::Standard,
             };
             match kind {
-                ColumnKind::Numeric => with_tail(column, &numbers(&cells)),
+                ColumnKind::Numeric => with_number_traits(column, &numbers(&cells)),
                 _ => column,
             }
         })
@@ -249,7 +249,7 @@ fn parsed_kind(csv: &TextCsv, c: usize, kind: ColumnKind, first: &str) -> Inferr
         whole: None,
         scaling: Scaling::Standard,
     };
-    with_tail(column, &present)
+    with_number_traits(column, &present)
 }
 
 /// A column reaching further than this many spreads (interquartile ranges) from its median has
@@ -277,7 +277,7 @@ pub fn heavy_tail(numbers: &[f64]) -> Option<f64> {
 
 /// `column` with the [`heavy_tail`] of its present values `numbers`, and their count of
 /// distinct values where all are whole numbers, where it is numeric.
-fn with_tail(mut column: Inferred, numbers: &[f64]) -> Inferred {
+fn with_number_traits(mut column: Inferred, numbers: &[f64]) -> Inferred {
     if column.kind == ColumnKind::Numeric {
         column.tail = heavy_tail(numbers);
         column.whole = whole_numbers(numbers);

@@ -155,9 +155,7 @@ impl Encoding {
             )),
         }
     }
-}
 
-impl Encoding {
     /// Bins only for a numeric column that is not also scaled robustly, with finite edges
     /// that increase.
     fn check_bins(&self, edges: &[f64]) -> std::result::Result<(), String> {

@@ -120,15 +120,14 @@ pub fn piecewise(v: f64, low: f64, width: f64) -> f64 {
 pub const PIECEWISE_BINS: usize = 16;
 
 /// The edges of a piecewise-linear encoding of a column's present training values (in any
-/// order; sorted): the values of ranks (n - 1) × 0, 1/16, ..., 1 rounded ([`PIECEWISE_BINS`];
-/// the ranks `fit_robust` takes its quartiles at), each taken once, so that a value held by
-/// many rows is one edge. One value in every row gets one bin from it
-/// to one above.
+/// order; sorted): the values at the [`rank`]s of 0, 1/16, ..., 1 ([`PIECEWISE_BINS`]), each
+/// taken once, so that a value held by many rows is one edge. One value in every row gets one
+/// bin from it to one above.
 pub fn fit_bins(present: &mut [f64]) -> Vec<f64> {
     present.sort_unstable_by(f64::total_cmp);
     let n = present.len();
     let mut edges: Vec<f64> = (0..=PIECEWISE_BINS)
-        .map(|i| present[((n - 1) as f64 * i as f64 / PIECEWISE_BINS as f64).round() as usize])
+        .map(|i| present[rank(n, i as f64 / PIECEWISE_BINS as f64)])
         .collect();
     edges.dedup();
     if edges.len() == 1 {
@@ -149,16 +148,18 @@ pub fn robust(v: f64, Robust { center, scale }: Robust) -> f64 {
     z / (1.0 + t * t).sqrt()
 }
 
+/// The rank, from 0, of the `q` quantile of `n` values in order: (n - 1) × q, rounded.
+fn rank(n: usize, q: f64) -> usize {
+    ((n - 1) as f64 * q).round() as usize
+}
+
 /// The robust fit of a column's present training values (in any order; reordered): its
 /// median `center`, and the spread of its middle half. Where the middle half is one value (a
 /// count that is mostly 0), the spread of the middle 80 %, then half the range, then 1 where
 /// every value is the same.
 pub fn fit_robust(present: &mut [f64], center: f64) -> Robust {
     let n = present.len();
-    let mut quantile = |q: f64| {
-        let at = ((n - 1) as f64 * q).round() as usize;
-        *present.select_nth_unstable_by(at, f64::total_cmp).1
-    };
+    let mut quantile = |q: f64| *present.select_nth_unstable_by(rank(n, q), f64::total_cmp).1;
     // (low quantile, high quantile, factor), tried in turn: the later only where the earlier
     // spread is 0, so that a column with an interquartile range selects just its quartiles.
     let spreads = [(0.25, 0.75, 1.0), (0.1, 0.9, 1.0), (0.0, 1.0, 0.5)];
