@@ -494,10 +494,10 @@ fn a_cnn_with_batch_norm_trains_alike_on_the_gpu() {
 /// that adds launches fails here. Lower a budget when a change takes launches away.
 const LAUNCH_BUDGETS: [(&str, &str, f64, f64); 4] = [
     // (job, training rows, bare loop, Learner)
-    ("fashion-mlp", "640", 14.0, 15.0),
-    ("tabular-mlp", "8192", 16.0, 15.0),
+    ("fashion-mlp", "640", 11.0, 11.0),
+    ("tabular-mlp", "8192", 12.0, 12.0),
     ("linear-scalar", "1280", 11.0, 12.0),
-    ("fashion-cnn", "256", 105.0, 111.25),
+    ("fashion-cnn", "256", 101.0, 104.25),
 ];
 
 /// A sweep unit of 16 tabular-mlp replicas, per step of the batched model.

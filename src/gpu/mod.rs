@@ -4,7 +4,8 @@
 //! (`stream`) that launches one kernel, where Burn's composition of the same operation launches
 //! several (a product, then fused element-wise kernels, then reductions):
 //! - a dense layer forward and backward (`linear`),
-//! - SGD's and Adam's updates of a parameter (`update`),
+//! - SGD's and Adam's updates of a parameter (`update`), and of all of a model's parameters
+//!   together (`group`),
 //! - a classifier's cross-entropy (of classes, or binary on one logit) with its correct rows,
 //!   and its gradient (`loss`).
 //!
@@ -12,6 +13,7 @@
 //! layer too large for one launch's grid) falls back to the composition (`ops::composed`), as
 //! everything does with `EMBER_GPU_KERNELS=0` (for comparing the two).
 
+mod group;
 mod linear;
 mod loss;
 pub mod path;
@@ -56,15 +58,14 @@ const MIN_UPDATE_ELEMENTS: usize = 1024;
 /// The way of everything with `EMBER_GPU_KERNELS=0`.
 const OFF: path::Reason = "EMBER_GPU_KERNELS=0";
 
-/// The learning rate with which ember's update kernel takes `w` (a layer's weights or biases,
-/// of one or two dimensions, at a learning rate for the whole tensor), or why it does not.
+/// The learning rate with which ember's update kernel takes `w` (at a learning rate for the
+/// whole tensor), or why it does not.
 fn update_way(
     w: &burn_fusion::FusionTensor<impl burn_fusion::FusionRuntime>,
     lr: &Lr<impl burn::tensor::backend::Backend>,
 ) -> Result<f32, path::Reason> {
     match lr {
         _ if !kernels_on() => Err(OFF),
-        Lr::One(_) if w.shape.num_dims() > 2 => Err("more than two dimensions"),
         Lr::One(_) if w.shape.num_elements() < MIN_UPDATE_ELEMENTS => {
             Err("under 1024 elements, fused by Burn")
         }
@@ -129,6 +130,30 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
         });
         let mut out = register::<Cube<R, BT>>("sgd_step", vec![w, g], vec![shape], run);
         out.remove(0)
+    }
+
+    fn sgd_steps(params: Vec<[FloatTensor<Self>; 2]>, lr: f64) -> Vec<FloatTensor<Self>> {
+        if path::chosen("sgd_steps", group::way(&params)).is_err() {
+            let step = |[w, g]: [FloatTensor<Self>; 2]| Self::sgd_step(w, g, &Lr::One(lr));
+            return params.into_iter().map(step).collect();
+        }
+        group::sgd::<R, BT>(params, lr as f32)
+    }
+
+    fn adam_steps(
+        params: Vec<[FloatTensor<Self>; 4]>,
+        s: AdamStep,
+        lr: f64,
+    ) -> Vec<[FloatTensor<Self>; 3]> {
+        if path::chosen("adam_steps", group::way(&params)).is_err() {
+            let step = |[w, g, m, v]: [FloatTensor<Self>; 4]| {
+                let (w, m, v) = Self::adam_step(w, g, m, v, s, &Lr::One(lr));
+                [w, m, v]
+            };
+            return params.into_iter().map(step).collect();
+        }
+        let (factor, eps) = s.corrections();
+        group::adam::<R, BT>(params, [s.beta1, s.beta2, factor, eps, lr as f32])
     }
 
     fn adam_step(

@@ -103,8 +103,8 @@ fn a_layer_backward_matches_the_composition() {
 
 #[test]
 fn the_updates_match_the_composition() {
-    // Below MIN_UPDATE_ELEMENTS, and of four dimensions (a convolution's weights), the
-    // composition runs; the kernel from 1,024 elements of one or two dimensions.
+    // Below MIN_UPDATE_ELEMENTS the composition runs; the kernel from 1,024 elements, of any
+    // rank (a convolution's weights have four).
     for shape in [
         vec![1],
         vec![1100],
@@ -133,6 +133,54 @@ fn the_updates_match_the_composition() {
         close(&values_nd(got.0), &values_nd(want.0), "adam w");
         close(&values_nd(got.1), &values_nd(want.1), "adam m");
         close(&values_nd(got.2), &values_nd(want.2), "adam v");
+    }
+}
+
+/// A model's parameters: shapes of one to four dimensions, one of them transposed (read
+/// through strides that are not row-major), and more than one launch takes (17).
+fn model_params(seed: u64) -> Vec<FloatTensor<G>> {
+    let mut shapes = vec![
+        vec![1],
+        vec![1100],
+        vec![70, 29],
+        vec![8, 3, 9, 9],
+        vec![3, 5],
+    ];
+    shapes.extend((0..12).map(|i| vec![i + 1, 40]));
+    let mut params: Vec<_> = (shapes.iter().zip(seed..))
+        .map(|(shape, s)| random(shape, s * 31))
+        .collect();
+    params[4] = G::float_swap_dims(params[4].clone(), 0, 1);
+    params
+}
+
+#[test]
+fn grouped_updates_match_each_parameter_s_own() {
+    let (ws, gs) = (model_params(20), model_params(40));
+    let pairs = ws.iter().cloned().zip(gs.iter().cloned());
+    let got = G::sgd_steps(pairs.map(|(w, g)| [w, g]).collect(), 0.01);
+    for (i, (got, (w, g))) in got.into_iter().zip(ws.iter().zip(&gs)).enumerate() {
+        let want = composed::sgd_step::<G>(w.clone(), g.clone(), &Lr::One(0.01));
+        assert_eq!(got.shape, want.shape, "sgd {i}: shape");
+        close(&values_nd(got), &values_nd(want), &format!("sgd {i}"));
+    }
+    let (ms, vs) = (model_params(60), model_params(80));
+    let s = AdamStep {
+        beta1: 0.9,
+        beta2: 0.999,
+        epsilon: 1e-8,
+        time: 7,
+    };
+    let quads: Vec<[FloatTensor<G>; 4]> = (0..ws.len())
+        .map(|i| [&ws[i], &gs[i], &ms[i], &G::float_abs(vs[i].clone())].map(Clone::clone))
+        .collect();
+    let got = G::adam_steps(quads.clone(), s, 0.01);
+    for (i, (got, [w, g, m, v])) in got.into_iter().zip(quads).enumerate() {
+        let want = composed::adam_step::<G>((w, g, m, v), s, &Lr::One(0.01));
+        let [gw, gm, gv] = got;
+        close(&values_nd(gw), &values_nd(want.0), &format!("adam w {i}"));
+        close(&values_nd(gm), &values_nd(want.1), &format!("adam m {i}"));
+        close(&values_nd(gv), &values_nd(want.2), &format!("adam v {i}"));
     }
 }
 

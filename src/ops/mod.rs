@@ -135,6 +135,30 @@ pub trait EmberBackend: Backend {
         composed::adam_step::<Self>((w, g, m, v), s, lr)
     }
 
+    /// [`sgd_step`](Self::sgd_step) of every `[w, g]` of a model at one learning rate, which a
+    /// backend may run as one operation (the GPU's: one launch for all of an MLP's parameters).
+    fn sgd_steps(params: Vec<[FloatTensor<Self>; 2]>, lr: f64) -> Vec<FloatTensor<Self>> {
+        let lr = Lr::One(lr);
+        let step = |[w, g]: [FloatTensor<Self>; 2]| Self::sgd_step(w, g, &lr);
+        params.into_iter().map(step).collect()
+    }
+
+    /// [`adam_step`](Self::adam_step) of every `[w, g, m, v]` of a model at one step and
+    /// learning rate (each parameter's new `[w, m, v]`), which a backend may run as one
+    /// operation.
+    fn adam_steps(
+        params: Vec<[FloatTensor<Self>; 4]>,
+        s: AdamStep,
+        lr: f64,
+    ) -> Vec<[FloatTensor<Self>; 3]> {
+        let lr = Lr::One(lr);
+        let step = |[w, g, m, v]: [FloatTensor<Self>; 4]| {
+            let (w, m, v) = Self::adam_step(w, g, m, v, s, &lr);
+            [w, m, v]
+        };
+        params.into_iter().map(step).collect()
+    }
+
     /// `act(x · w + b)` for `x` `[m, k]`, `w` `[k, n]` (Burn's layout) and `b` `[n]`; or, for
     /// K replicas, `w` `[K, k, n]`, `b` `[K, n]` and `x` `[K, m, k]` (or `[m, k]`, shared by
     /// every replica), giving `[K, m, n]`.

@@ -1,14 +1,18 @@
 //! ember's optimizers: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW, as
 //! Burn `SimpleOptimizer`s (so Burn's `OptimizerAdaptor` and the Learner drive them, and their
 //! state goes into Burn records), whose update is one fused pass per parameter through
-//! [`EmberBackend`] instead of Burn's chain of a dozen tensor operations. Same formulas as
+//! [`EmberBackend`] instead of Burn's chain of a dozen tensor operations, and where the
+//! settings allow, one pass for all of a module's parameters ([`grouped`]). Same formulas as
 //! PyTorch's `SGD`, `Adam` and `AdamW` (and Burn's): tests check each against Burn's optimizer.
+
+pub mod grouped;
+
+pub use grouped::Grouped;
 
 use crate::config::OptimizerSpec;
 use crate::ops::{EmberBackend, Lr};
 use burn::module::AutodiffModule;
 use burn::optim::SimpleOptimizer;
-use burn::optim::adaptor::OptimizerAdaptor;
 use burn::prelude::*;
 use burn::record::Record;
 use burn::tensor::TensorPrimitive;
@@ -24,7 +28,8 @@ fn tensor<B: Backend, const D: usize>(p: burn::tensor::ops::FloatTensor<B>) -> T
 
 /// Burn's `SimpleOptimizer` for one of ember's optimizers, whose step at the Learner's one
 /// learning rate is its [`StepAt::step_at`] at [`Lr::One`], and its `init` as a Burn
-/// optimizer of a module. A macro, since Rust allows no blanket impl of Burn's trait.
+/// optimizer of a module ([`Grouped`]). A macro, since Rust allows no blanket impl of Burn's
+/// trait.
 macro_rules! simple_optimizer {
     ($optimizer:ident, $state:ident) => {
         impl<B: EmberBackend> SimpleOptimizer<B> for $optimizer {
@@ -49,13 +54,11 @@ macro_rules! simple_optimizer {
         }
 
         impl $optimizer {
-            pub fn init<B: AutodiffBackend, M: AutodiffModule<B>>(
-                self,
-            ) -> OptimizerAdaptor<$optimizer, M, B>
+            pub fn init<B: AutodiffBackend, M: AutodiffModule<B>>(self) -> Grouped<$optimizer, M, B>
             where
                 B::InnerBackend: EmberBackend,
             {
-                OptimizerAdaptor::from(self)
+                Grouped::new(self)
             }
         }
     };
@@ -79,6 +82,20 @@ pub struct SgdState<B: Backend, const D: usize> {
 }
 
 simple_optimizer!(Sgd, SgdState);
+
+impl Sgd {
+    /// The gradient with the weight decay's term.
+    fn decayed<B: Backend, const D: usize>(
+        &self,
+        w: &Tensor<B, D>,
+        g: Tensor<B, D>,
+    ) -> Tensor<B, D> {
+        match self.weight_decay {
+            0.0 => g,
+            decay => g + w.clone().mul_scalar(decay),
+        }
+    }
+}
 
 impl<B: Backend, const D: usize> SgdState<B, D> {
     fn moved_to(self, device: &B::Device) -> Self {
@@ -108,10 +125,7 @@ impl<B: EmberBackend> StepAt<B> for Sgd {
         grad: Tensor<B, D>,
         state: Option<SgdState<B, D>>,
     ) -> (Tensor<B, D>, Option<SgdState<B, D>>) {
-        let grad = match self.weight_decay {
-            0.0 => grad,
-            decay => grad + tensor.clone().mul_scalar(decay),
-        };
+        let grad = self.decayed(&tensor, grad);
         if self.momentum == 0.0 {
             let w = B::sgd_step(prim(tensor), prim(grad), lr);
             return (self::tensor(w), None);
@@ -164,6 +178,48 @@ impl<B: Backend, const D: usize> AdamState<B, D> {
     }
 }
 
+impl Adam {
+    /// The weights and gradient with the weight decay: a shrink of the weights (AdamW) or a
+    /// term of the gradient (Adam).
+    fn decayed<B: Backend, const D: usize>(
+        &self,
+        lr: &Lr<B>,
+        w: Tensor<B, D>,
+        g: Tensor<B, D>,
+    ) -> (Tensor<B, D>, Tensor<B, D>) {
+        match (self.weight_decay, self.decoupled, lr) {
+            (0.0, _, _) => (w, g),
+            (decay, true, Lr::One(lr)) => (w.mul_scalar(1.0 - lr * f64::from(decay)), g),
+            (decay, true, lr) => {
+                let shrink = self::tensor::<B, D>(lr.scale(prim(w.clone()))).mul_scalar(decay);
+                (w - shrink, g)
+            }
+            (decay, false, _) => (w.clone(), g + w.mul_scalar(decay)),
+        }
+    }
+
+    /// The update's constants at step `time`.
+    fn at(&self, time: usize) -> crate::ops::AdamStep {
+        crate::ops::AdamStep {
+            beta1: self.beta1,
+            beta2: self.beta2,
+            epsilon: self.epsilon,
+            time,
+        }
+    }
+}
+
+/// This step's count and the moments it starts from: the state's, or zeros at the first.
+fn moments<B: Backend, const D: usize>(
+    state: Option<AdamState<B, D>>,
+    grad: &Tensor<B, D>,
+) -> (usize, Tensor<B, D>, Tensor<B, D>) {
+    match state {
+        Some(s) => (s.time + 1, s.moment_1, s.moment_2),
+        None => (1, grad.zeros_like(), grad.zeros_like()),
+    }
+}
+
 impl<B: EmberBackend> StepAt<B> for Adam {
     fn step_at<const D: usize>(
         &self,
@@ -172,25 +228,9 @@ impl<B: EmberBackend> StepAt<B> for Adam {
         grad: Tensor<B, D>,
         state: Option<AdamState<B, D>>,
     ) -> (Tensor<B, D>, Option<AdamState<B, D>>) {
-        let (tensor, grad) = match (self.weight_decay, self.decoupled, lr) {
-            (0.0, _, _) => (tensor, grad),
-            (decay, true, Lr::One(lr)) => (tensor.mul_scalar(1.0 - lr * f64::from(decay)), grad),
-            (decay, true, lr) => {
-                let shrink = self::tensor::<B, D>(lr.scale(prim(tensor.clone()))).mul_scalar(decay);
-                (tensor - shrink, grad)
-            }
-            (decay, false, _) => (tensor.clone(), grad + tensor.mul_scalar(decay)),
-        };
-        let (time, m, v) = match state {
-            Some(s) => (s.time + 1, s.moment_1, s.moment_2),
-            None => (1, grad.zeros_like(), grad.zeros_like()),
-        };
-        let step = crate::ops::AdamStep {
-            beta1: self.beta1,
-            beta2: self.beta2,
-            epsilon: self.epsilon,
-            time,
-        };
+        let (tensor, grad) = self.decayed(lr, tensor, grad);
+        let (time, m, v) = moments(state, &grad);
+        let step = self.at(time);
         let (w, m, v) = B::adam_step(prim(tensor), prim(grad), prim(m), prim(v), step, lr);
         (
             self::tensor(w),

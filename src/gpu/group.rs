@@ -1,0 +1,75 @@
+//! A model's parameter updates as one operation of the fusion stream: every `[w, g]` (SGD) or
+//! `[w, g, m, v]` (Adam) of an optimizer step in one custom operation, whose kernels
+//! (`update::sgd_group`, `adam_group`) update them all in one launch.
+
+use super::{Cube, MIN_UPDATE_ELEMENTS, float, kernels_on, path, put, stream, update};
+use burn::backend::ir::TensorIr;
+use burn::tensor::ops::FloatTensor;
+use burn_cubecl::{BoolElement, CubeRuntime};
+use burn_fusion::{Fusion, FusionRuntime, FusionTensor};
+
+type T<R, BT> = FloatTensor<Fusion<Cube<R, BT>>>;
+
+/// Whether one operation updates `params` (each a parameter's tensors, its weights first), or
+/// why not. A model whose parameters are all small (linear-scalar's two) is left to Burn's
+/// fusion, which folds each update into the kernel that made its gradient.
+pub fn way<F: FusionRuntime, const N: usize>(
+    params: &[[FusionTensor<F>; N]],
+) -> Result<(), path::Reason> {
+    if !kernels_on() {
+        return Err(super::OFF);
+    }
+    let elements = |p: &[FusionTensor<F>; N]| p[0].shape.num_elements();
+    if params.iter().all(|p| elements(p) < MIN_UPDATE_ELEMENTS) {
+        return Err("every parameter under 1024 elements, fused by Burn");
+    }
+    Ok(())
+}
+
+/// The stream's tensors of `ins`, `N` for each parameter.
+fn read<R: CubeRuntime, BT: BoolElement, const N: usize>(
+    h: &mut stream::Handles<Cube<R, BT>>,
+    ins: &[TensorIr],
+) -> Vec<[burn_cubecl::tensor::CubeTensor<R>; N]> {
+    ins.chunks(N)
+        .map(|p| std::array::from_fn(|i| float::<R, BT>(h, &p[i])))
+        .collect()
+}
+
+/// SGD's `w - lr · g` for every `[w, g]` of `params`, as one operation.
+pub fn sgd<R: CubeRuntime, BT: BoolElement>(params: Vec<[T<R, BT>; 2]>, lr: f32) -> Vec<T<R, BT>> {
+    let shapes = params.iter().map(|[w, _]| w.shape.clone()).collect();
+    let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+        let news = update::sgd_group::<R>(read::<R, BT, 2>(h, ins), lr);
+        for (ir, w) in outs.iter().zip(news) {
+            put::<R, BT>(h, ir, w);
+        }
+    });
+    let inputs = params.into_iter().flatten().collect();
+    stream::register::<Cube<R, BT>>("sgd_steps", inputs, shapes, run)
+}
+
+/// Adam's step at `consts` (`update::adam`) of every `[w, g, m, v]` of `params`, as one
+/// operation: each parameter's new `[w, m, v]`.
+pub fn adam<R: CubeRuntime, BT: BoolElement>(
+    params: Vec<[T<R, BT>; 4]>,
+    consts: [f32; 5],
+) -> Vec<[T<R, BT>; 3]> {
+    let shapes = (params.iter())
+        .flat_map(|[w, ..]| [w.shape.clone(), w.shape.clone(), w.shape.clone()])
+        .collect();
+    let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+        let news = update::adam_group::<R>(read::<R, BT, 4>(h, ins), consts);
+        for (irs, tensors) in outs.chunks(3).zip(news) {
+            for (ir, t) in irs.iter().zip(tensors) {
+                put::<R, BT>(h, ir, t);
+            }
+        }
+    });
+    let inputs = params.into_iter().flatten().collect();
+    let outs = stream::register::<Cube<R, BT>>("adam_steps", inputs, shapes, run);
+    let count = outs.len() / 3;
+    let mut outs = outs.into_iter();
+    let mut next = move || outs.next().expect("three outputs a parameter");
+    (0..count).map(|_| [next(), next(), next()]).collect()
+}
