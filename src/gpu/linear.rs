@@ -6,6 +6,10 @@
 //!   `dx = dz · wᵀ`, each unit a 4 × 4 block, the cubes of the one launch split between the
 //!   two products.
 //!
+//! K replicas of a layer (`w` `[K, k, n]`, `b` `[K, n]`, and `x` `[K, m, k]` or one `[m, k]`
+//! shared by all) take the same launch, a layer of cubes per replica (the grid's third axis):
+//! every tensor is read through replica `r`'s matrix in it ([`View`]).
+//!
 //! No shared memory and no barriers: at these models' sizes the operands stay in the caches,
 //! and a software device (lavapipe, in CI) runs barrier-free kernels many times faster. Each
 //! output element is one unit's sum in a fixed order: the same inputs give the same bits on a
@@ -69,6 +73,45 @@ fn outer_add<F: Float>(acc: &mut Array<F>, rows: &Array<F>, cols: &Array<F>) {
     }
 }
 
+/// Where replica `r`'s matrix (or vector) starts in `t`: a tensor of one replica's rank (a
+/// matrix `[rows, cols]`, a vector `[n]`) is every replica's; one rank more (`[K, rows, cols]`,
+/// `[K, n]`) holds each replica's.
+#[cube]
+fn base<F: Float>(t: &Tensor<F>, r: usize, #[comptime] matrix: bool) -> usize {
+    let own = comptime![if matrix { 3 } else { 2 }];
+    select(t.rank() == own, r * t.stride(0), 0)
+}
+
+#[cube]
+fn base_mut<F: Float>(t: &mut Tensor<F>, r: usize, #[comptime] matrix: bool) -> usize {
+    let own = comptime![if matrix { 3 } else { 2 }];
+    select(t.rank() == own, r * t.stride(0), 0)
+}
+
+/// The offset of element `(i, j)` of the matrix at `base` in `t` (its last two axes).
+#[cube]
+fn at<F: Float>(t: &Tensor<F>, base: usize, i: usize, j: usize) -> usize {
+    let d = t.rank() - 2;
+    base + i * t.stride(d) + j * t.stride(d + 1)
+}
+
+#[cube]
+fn at_mut<F: Float>(t: &mut Tensor<F>, base: usize, i: usize, j: usize) -> usize {
+    let d = t.rank() - 2;
+    base + i * t.stride(d) + j * t.stride(d + 1)
+}
+
+/// The length of `t`'s last axis, and of the one before (a matrix's columns and rows).
+#[cube]
+fn cols<F: Float>(t: &Tensor<F>) -> usize {
+    t.shape(t.rank() - 1)
+}
+
+#[cube]
+fn rows<F: Float>(t: &Tensor<F>) -> usize {
+    t.shape(t.rank() - 2)
+}
+
 #[cube(launch_unchecked)]
 fn forward_kernel<F: Float>(
     x: &Tensor<F>,
@@ -78,8 +121,15 @@ fn forward_kernel<F: Float>(
     #[comptime] act: u32,
 ) {
     let q = comptime![MICRO];
-    let m = y.shape(0);
-    let n = y.shape(1);
+    let rep = CUBE_POS_Z as usize;
+    let (xb, wb, bb) = (
+        base::<F>(x, rep, true),
+        base::<F>(w, rep, true),
+        base::<F>(b, rep, false),
+    );
+    let yb = base_mut::<F>(y, rep, true);
+    let bs = b.stride(b.rank() - 1);
+    let (m, n) = (rows::<F>(x), cols::<F>(w));
     let r0 = CUBE_POS_Y as usize * comptime![SPAN] + UNIT_POS_Y as usize * q;
     let c0 = CUBE_POS_X as usize * comptime![SPAN] + UNIT_POS_X as usize * q;
     let mut acc = Array::<F>::new(comptime![MICRO * MICRO]);
@@ -89,11 +139,11 @@ fn forward_kernel<F: Float>(
     }
     let mut xs = Array::<F>::new(q);
     let mut ws = Array::<F>::new(q);
-    for i in 0..x.shape(1) {
+    for i in 0..cols::<F>(x) {
         #[unroll]
         for a in 0..q {
-            xs[a] = x[clamp(r0 + a, m) * x.stride(0) + i * x.stride(1)];
-            ws[a] = w[i * w.stride(0) + clamp(c0 + a, n) * w.stride(1)];
+            xs[a] = x[at::<F>(x, xb, clamp(r0 + a, m), i)];
+            ws[a] = w[at::<F>(w, wb, i, clamp(c0 + a, n))];
         }
         outer_add::<F>(&mut acc, &xs, &ws);
     }
@@ -103,23 +153,32 @@ fn forward_kernel<F: Float>(
         for c in 0..q {
             let (r, col) = (r0 + a, c0 + c);
             if r < m && col < n {
-                let z = acc[a * q + c] + b[col * b.stride(0)];
-                y[r * y.stride(0) + col * y.stride(1)] = activate::<F>(z, act);
+                let z = acc[a * q + c] + b[bb + col * bs];
+                let o = at_mut::<F>(y, yb, r, col);
+                y[o] = activate::<F>(z, act);
             }
         }
     }
 }
 
-/// `dz[r, j]`: the output's gradient at `(r, j)` before the activation.
+/// `dz[r, j]`: the output's gradient at `(r, j)` before the activation, from the gradient `g`
+/// and the output `y` of the replica whose matrices in them start at `gb` and `yb`.
 #[cube]
-fn dz_at<F: Float>(g: &Tensor<F>, y: &Tensor<F>, r: usize, j: usize, #[comptime] act: u32) -> F {
-    let gv = g[r * g.stride(0) + j * g.stride(1)];
-    let yv = y[r * y.stride(0) + j * y.stride(1)];
-    pre_activation::<F>(yv, gv, act)
+#[allow(clippy::too_many_arguments)]
+fn dz_at<F: Float>(
+    g: &Tensor<F>,
+    gb: usize,
+    y: &Tensor<F>,
+    yb: usize,
+    r: usize,
+    j: usize,
+    #[comptime] act: u32,
+) -> F {
+    pre_activation::<F>(y[at::<F>(y, yb, r, j)], g[at::<F>(g, gb, r, j)], act)
 }
 
-/// A cube's `[SPAN, SPAN]` block of `dw = xᵀ · dz` from unit `(i0, j0)` on, and of `db` where
-/// the block is `dw`'s first.
+/// A cube's `[SPAN, SPAN]` block of replica `rep`'s `dw = xᵀ · dz` from unit `(i0, j0)` on,
+/// and of its `db` where the block is `dw`'s first.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn weight_grad<F: Float>(
@@ -128,12 +187,18 @@ fn weight_grad<F: Float>(
     y: &Tensor<F>,
     dw: &mut Tensor<F>,
     db: &mut Tensor<F>,
+    rep: usize,
     i0: usize,
     j0: usize,
     #[comptime] act: u32,
 ) {
     let q = comptime![MICRO];
-    let (k, n) = (dw.shape(0), dw.shape(1));
+    let (k, n) = (dw.shape(dw.rank() - 2), dw.shape(dw.rank() - 1));
+    let (xb, gb, yb) = (
+        base::<F>(x, rep, true),
+        base::<F>(g, rep, true),
+        base::<F>(y, rep, true),
+    );
     let mut acc = Array::<F>::new(comptime![MICRO * MICRO]);
     let mut bias = Array::<F>::new(q);
     #[unroll]
@@ -146,11 +211,11 @@ fn weight_grad<F: Float>(
     }
     let mut xs = Array::<F>::new(q);
     let mut ds = Array::<F>::new(q);
-    for r in 0..x.shape(0) {
+    for r in 0..rows::<F>(x) {
         #[unroll]
         for a in 0..q {
-            xs[a] = x[r * x.stride(0) + clamp(i0 + a, k) * x.stride(1)];
-            ds[a] = dz_at::<F>(g, y, r, clamp(j0 + a, n), act);
+            xs[a] = x[at::<F>(x, xb, r, clamp(i0 + a, k))];
+            ds[a] = dz_at::<F>(g, gb, y, yb, r, clamp(j0 + a, n), act);
         }
         outer_add::<F>(&mut acc, &xs, &ds);
         #[unroll]
@@ -158,40 +223,50 @@ fn weight_grad<F: Float>(
             bias[a] += ds[a];
         }
     }
+    let dwb = base_mut::<F>(dw, rep, true);
     #[unroll]
     for a in 0..q {
         #[unroll]
         for c in 0..q {
             let (i, j) = (i0 + a, j0 + c);
             if i < k && j < n {
-                dw[i * dw.stride(0) + j * dw.stride(1)] = acc[a * q + c];
+                let o = at_mut::<F>(dw, dwb, i, j);
+                dw[o] = acc[a * q + c];
             }
         }
     }
     if i0 == 0 {
+        let (dbb, dbs) = (base_mut::<F>(db, rep, false), db.stride(db.rank() - 1));
         #[unroll]
         for c in 0..q {
             let j = j0 + c;
             if j < n {
-                db[j * db.stride(0)] = bias[c];
+                db[dbb + j * dbs] = bias[c];
             }
         }
     }
 }
 
-/// A unit's `[MICRO, MICRO]` block of `dx = dz · wᵀ` from `(r0, i0)` on.
+/// A unit's `[MICRO, MICRO]` block of replica `rep`'s `dx = dz · wᵀ` from `(r0, i0)` on.
 #[cube]
+#[allow(clippy::too_many_arguments)]
 fn input_grad<F: Float>(
     w: &Tensor<F>,
     g: &Tensor<F>,
     y: &Tensor<F>,
     dx: &mut Tensor<F>,
+    rep: usize,
     r0: usize,
     i0: usize,
     #[comptime] act: u32,
 ) {
     let q = comptime![MICRO];
-    let (m, k) = (dx.shape(0), dx.shape(1));
+    let (m, k) = (rows::<F>(g), rows::<F>(w));
+    let (wb, gb, yb) = (
+        base::<F>(w, rep, true),
+        base::<F>(g, rep, true),
+        base::<F>(y, rep, true),
+    );
     let mut acc = Array::<F>::new(comptime![MICRO * MICRO]);
     #[unroll]
     for e in 0..q * q {
@@ -199,21 +274,23 @@ fn input_grad<F: Float>(
     }
     let mut ds = Array::<F>::new(q);
     let mut ws = Array::<F>::new(q);
-    for j in 0..w.shape(1) {
+    for j in 0..cols::<F>(w) {
         #[unroll]
         for a in 0..q {
-            ds[a] = dz_at::<F>(g, y, clamp(r0 + a, m), j, act);
-            ws[a] = w[clamp(i0 + a, k) * w.stride(0) + j * w.stride(1)];
+            ds[a] = dz_at::<F>(g, gb, y, yb, clamp(r0 + a, m), j, act);
+            ws[a] = w[at::<F>(w, wb, clamp(i0 + a, k), j)];
         }
         outer_add::<F>(&mut acc, &ds, &ws);
     }
+    let dxb = base_mut::<F>(dx, rep, true);
     #[unroll]
     for a in 0..q {
         #[unroll]
         for c in 0..q {
             let (r, i) = (r0 + a, i0 + c);
             if r < m && i < k {
-                dx[r * dx.stride(0) + i * dx.stride(1)] = acc[a * q + c];
+                let o = at_mut::<F>(dx, dxb, r, i);
+                dx[o] = acc[a * q + c];
             }
         }
     }
@@ -234,22 +311,22 @@ fn backward_kernel<F: Float>(
 ) {
     let span = comptime![SPAN];
     let q = comptime![MICRO];
-    let (k, n) = (x.shape(1), w.shape(1));
+    let (k, n) = (rows::<F>(w), cols::<F>(w));
     let dw_cols = n.div_ceil(span);
     let dw_cubes = k.div_ceil(span) * dw_cols;
-    let cube = CUBE_POS_X as usize;
+    let (cube, rep) = (CUBE_POS_X as usize, CUBE_POS_Z as usize);
     let (ux, uy) = (UNIT_POS_X as usize * q, UNIT_POS_Y as usize * q);
     if cube < dw_cubes {
         let i0 = (cube / dw_cols) * span + uy;
         let j0 = (cube % dw_cols) * span + ux;
-        weight_grad::<F>(x, g, y, dw, db, i0, j0, act);
+        weight_grad::<F>(x, g, y, dw, db, rep, i0, j0, act);
     } else {
         if comptime![with_dx] {
             let dx_cube = cube - dw_cubes;
             let dx_cols = k.div_ceil(span);
             let r0 = (dx_cube / dx_cols) * span + uy;
             let i0 = (dx_cube % dx_cols) * span + ux;
-            input_grad::<F>(w, g, y, dx, r0, i0, act);
+            input_grad::<F>(w, g, y, dx, rep, r0, i0, act);
         }
     }
 }
@@ -267,17 +344,30 @@ fn cube_dim() -> CubeDim {
     CubeDim::new_2d(TILE as u32, TILE as u32)
 }
 
-/// `act(x · w + b)` for `x` `[m, k]`, `w` `[k, n]` and `b` `[n]`, all f32.
+/// The replicas of `w` (`[K, k, n]`), or 1 (`[k, n]`).
+fn replicas(w: &CubeTensor<impl CubeRuntime>) -> usize {
+    let shape = w.meta.shape();
+    if shape.len() == 3 { shape[0] } else { 1 }
+}
+
+/// `act(x · w + b)` for `x` `[m, k]`, `w` `[k, n]` and `b` `[n]`, all f32; or K replicas'
+/// (`w` `[K, k, n]`, `b` `[K, n]`, `x` `[K, m, k]` or `[m, k]`): `[K, m, n]`.
 pub fn forward<R: CubeRuntime>(
     x: CubeTensor<R>,
     w: CubeTensor<R>,
     b: CubeTensor<R>,
     act: u32,
 ) -> CubeTensor<R> {
-    let (m, n) = (x.meta.shape()[0], w.meta.shape()[1]);
-    let y = empty_device::<R, f32>(x.client.clone(), x.device.clone(), [m, n].into());
+    let (xs, ws) = (x.meta.shape().to_vec(), w.meta.shape().to_vec());
+    let (m, n, k) = (xs[xs.len() - 2], ws[ws.len() - 1], replicas(&w));
+    let shape = if ws.len() == 3 {
+        vec![k, m, n]
+    } else {
+        vec![m, n]
+    };
+    let y = empty_device::<R, f32>(x.client.clone(), x.device.clone(), shape.into());
     let client = x.client.clone();
-    let count = CubeCount::Static(tiles(n), tiles(m), 1);
+    let count = CubeCount::Static(tiles(n), tiles(m), k as u32);
     // SAFETY: every read and write of the kernel is inside its tensor's shape.
     unsafe {
         forward_kernel::launch_unchecked::<f32, R>(
@@ -295,21 +385,36 @@ pub fn forward<R: CubeRuntime>(
 }
 
 /// `(dx, dw, db)` of [`forward`] from its inputs `x` and `w`, its output `y` and the output's
-/// gradient `g`; `dx` only `with_dx`.
+/// gradient `g`; `dx` only `with_dx` (and only for an input of each replica's own).
 pub fn backward<R: CubeRuntime>(
     (x, w, y, g): (CubeTensor<R>, CubeTensor<R>, CubeTensor<R>, CubeTensor<R>),
     act: u32,
     with_dx: bool,
 ) -> (Option<CubeTensor<R>>, CubeTensor<R>, CubeTensor<R>) {
-    let (m, k, n) = (x.meta.shape()[0], x.meta.shape()[1], w.meta.shape()[1]);
+    let (xs, ws) = (x.meta.shape().to_vec(), w.meta.shape().to_vec());
+    let (m, k, n, r) = (
+        xs[xs.len() - 2],
+        xs[xs.len() - 1],
+        ws[ws.len() - 1],
+        replicas(&w),
+    );
     let (client, device) = (x.client.clone(), x.device.clone());
-    let dw = empty_device::<R, f32>(client.clone(), device.clone(), [k, n].into());
-    let db = empty_device::<R, f32>(client.clone(), device.clone(), [n].into());
+    let stacked = |dims: &[usize]| {
+        let mut all = if ws.len() == 3 { vec![r] } else { vec![] };
+        all.extend_from_slice(dims);
+        burn::tensor::Shape::from(all)
+    };
+    let dw = empty_device::<R, f32>(client.clone(), device.clone(), stacked(&[k, n]));
+    let db = empty_device::<R, f32>(client.clone(), device.clone(), stacked(&[n]));
     // Without dx, a one-element stand-in the kernel never touches.
-    let dx_shape = if with_dx { [m, k] } else { [1, 1] };
-    let dx = empty_device::<R, f32>(client.clone(), device, dx_shape.into());
+    let dx_shape = if with_dx {
+        stacked(&[m, k])
+    } else {
+        [1, 1].into()
+    };
+    let dx = empty_device::<R, f32>(client.clone(), device, dx_shape);
     let dx_cubes = if with_dx { tiles(m) * tiles(k) } else { 0 };
-    let count = CubeCount::Static(tiles(k) * tiles(n) + dx_cubes, 1, 1);
+    let count = CubeCount::Static(tiles(k) * tiles(n) + dx_cubes, 1, r as u32);
     // SAFETY: every read and write of the kernel is inside its tensor's shape.
     unsafe {
         backward_kernel::launch_unchecked::<f32, R>(

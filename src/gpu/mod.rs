@@ -9,8 +9,8 @@
 //! - a classifier's cross-entropy (of classes, or binary on one logit) with its correct rows,
 //!   and its gradient (`loss`).
 //!
-//! What a kernel does not take (replicas' stacked weights, a per-replica learning rate, a
-//! layer too large for one launch's grid) falls back to the composition (`ops::composed`), as
+//! What a kernel does not take (the gradient of an input that replicas share, a per-replica
+//! learning rate, a layer too large for one launch's grid) falls back to the composition (`ops::composed`), as
 //! everything does with `EMBER_GPU_KERNELS=0` (for comparing the two).
 
 mod group;
@@ -74,28 +74,35 @@ fn update_way(
     }
 }
 
-/// Whether the layer kernels take `x` `[m, k]` and `w` `[k, n]`, in one launch each way,
-/// or why they do not.
+/// Whether the layer kernels take `x` `[m, k]` and `w` `[k, n]`, or K replicas' (`w`
+/// `[K, k, n]`, `x` `[K, m, k]` or shared `[m, k]`), in one launch each way, or why they do
+/// not. The kernels make no gradient of an input the replicas share (a sum over replicas).
 fn layer_way<F: burn_fusion::FusionRuntime>(
     x: &burn_fusion::FusionTensor<F>,
     w: &burn_fusion::FusionTensor<F>,
+    need_dx: bool,
 ) -> Result<(), path::Reason> {
     if !kernels_on() {
         return Err(OFF);
     }
-    if replicas_of(w).is_some() {
-        return Err("replicas");
-    }
-    if x.shape.num_dims() != 2 || w.shape.num_dims() != 2 {
+    let (xd, wd) = (x.shape.num_dims(), w.shape.num_dims());
+    let paired =
+        matches!((xd, wd), (2, 2) | (2, 3)) || (xd == 3 && wd == 3 && x.shape[0] == w.shape[0]);
+    if !paired {
         return Err("not a matrix product");
     }
-    let (m, k, n) = (x.shape[0], x.shape[1], w.shape[1]);
+    if xd == 2 && wd == 3 && need_dx {
+        return Err("the gradient of an input the replicas share");
+    }
+    let (m, k, n) = (x.shape[xd - 2], x.shape[xd - 1], w.shape[wd - 1]);
+    let replicas = if wd == 3 { w.shape[0] } else { 1 };
     let spans = linear::spans;
     let fits = m > 0
         && k > 0
         && n > 0
         && spans(k) * spans(n) + spans(m) * spans(k) <= MAX_CUBES
-        && spans(m) <= MAX_CUBES;
+        && spans(m) <= MAX_CUBES
+        && (1..=MAX_CUBES).contains(&replicas);
     if fits {
         Ok(())
     } else {
@@ -132,28 +139,28 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
         out.remove(0)
     }
 
-    fn sgd_steps(params: Vec<[FloatTensor<Self>; 2]>, lr: f64) -> Vec<FloatTensor<Self>> {
+    fn sgd_steps(params: Vec<[FloatTensor<Self>; 2]>, lr: &Lr<Self>) -> Vec<FloatTensor<Self>> {
         if path::chosen("sgd_steps", group::way(&params)).is_err() {
-            let step = |[w, g]: [FloatTensor<Self>; 2]| Self::sgd_step(w, g, &Lr::One(lr));
+            let step = |[w, g]: [FloatTensor<Self>; 2]| Self::sgd_step(w, g, lr);
             return params.into_iter().map(step).collect();
         }
-        group::sgd::<R, BT>(params, lr as f32)
+        group::sgd::<R, BT>(params, lr)
     }
 
     fn adam_steps(
         params: Vec<[FloatTensor<Self>; 4]>,
         s: AdamStep,
-        lr: f64,
+        lr: &Lr<Self>,
     ) -> Vec<[FloatTensor<Self>; 3]> {
         if path::chosen("adam_steps", group::way(&params)).is_err() {
             let step = |[w, g, m, v]: [FloatTensor<Self>; 4]| {
-                let (w, m, v) = Self::adam_step(w, g, m, v, s, &Lr::One(lr));
+                let (w, m, v) = Self::adam_step(w, g, m, v, s, lr);
                 [w, m, v]
             };
             return params.into_iter().map(step).collect();
         }
         let (factor, eps) = s.corrections();
-        group::adam::<R, BT>(params, [s.beta1, s.beta2, factor, eps, lr as f32])
+        group::adam::<R, BT>(params, [s.beta1, s.beta2, factor, eps], lr)
     }
 
     fn adam_step(
@@ -189,10 +196,16 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
         b: FloatTensor<Self>,
         act: Activation,
     ) -> FloatTensor<Self> {
-        if path::chosen("linear", layer_way(&x, &w)).is_err() {
+        if path::chosen("linear", layer_way(&x, &w, false)).is_err() {
             return composed::fused_linear::<Self>(x, w, b, act);
         }
-        let (shape, act) = (Shape::new([x.shape[0], w.shape[1]]), act_code(act));
+        let (xd, wd) = (x.shape.num_dims(), w.shape.num_dims());
+        let (m, n) = (x.shape[xd - 2], w.shape[wd - 1]);
+        let shape = match replicas_of(&w) {
+            Some(k) => Shape::new([k, m, n]),
+            None => Shape::new([m, n]),
+        };
+        let act = act_code(act);
         let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
             let (x, w, b) = (
                 float::<R, BT>(h, &ins[0]),
@@ -213,10 +226,14 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
         act: Activation,
         need_dx: bool,
     ) -> LinearGrads<Self> {
-        if path::chosen("linear_backward", layer_way(&x, &w)).is_err() {
+        if path::chosen("linear_backward", layer_way(&x, &w, need_dx)).is_err() {
             return composed::fused_linear_backward::<Self>((x, w, y, grad), act, need_dx);
         }
-        let (m, k, n) = (x.shape[0], x.shape[1], w.shape[1]);
+        let (x_shape, w_shape) = (x.shape.clone(), w.shape.clone());
+        let b_shape = match replicas_of(&w) {
+            Some(k) => Shape::new([k, w_shape[2]]),
+            None => Shape::new([w_shape[1]]),
+        };
         let code = act_code(act);
         let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
             let inputs = (
@@ -232,9 +249,9 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
                 put::<R, BT>(h, &outs[2], dx);
             }
         });
-        let mut shapes = vec![Shape::new([k, n]), Shape::new([n])];
+        let mut shapes = vec![w_shape, b_shape];
         if need_dx {
-            shapes.push(Shape::new([m, k]));
+            shapes.push(x_shape);
         }
         let mut out = register::<Cube<R, BT>>("linear_backward", vec![x, w, y, grad], shapes, run);
         let (dw, db) = (out.remove(0), out.remove(0));

@@ -136,6 +136,50 @@ fn the_updates_match_the_composition() {
     }
 }
 
+/// K replicas of a layer, one launch each way: an input of each replica's own (with its
+/// gradient) and an input they share (whose gradient the composition makes).
+#[test]
+fn replicas_layers_match_the_composition() {
+    for (m, k, n) in [(1, 1, 1), (17, 33, 16), (37, 70, 29)] {
+        for (replicas, shared) in [(1, false), (3, false), (4, true)] {
+            let act = Activation::Tanh;
+            let x = match shared {
+                true => random(&[m, k], 21),
+                false => random(&[replicas, m, k], 21),
+            };
+            let (w, b) = (random(&[replicas, k, n], 22), random(&[replicas, n], 23));
+            let what = format!("{replicas} replicas {m}x{k}x{n} shared {shared}");
+            let y = G::fused_linear(x.clone(), w.clone(), b.clone(), act);
+            let want = composed::fused_linear::<G>(x.clone(), w.clone(), b, act);
+            assert_eq!(y.shape, want.shape, "y {what}");
+            close(
+                &values_nd(y.clone()),
+                &values_nd(want),
+                &format!("y {what}"),
+            );
+            let g = random(&[replicas, m, n], 24);
+            let need_dx = !shared;
+            let inputs = (x.clone(), w.clone(), y.clone(), g.clone());
+            let got = G::fused_linear_backward(x, w, y, g, act, need_dx);
+            let want = composed::fused_linear_backward::<G>(inputs, act, need_dx);
+            close(
+                &values_nd(got.dw),
+                &values_nd(want.dw),
+                &format!("dw {what}"),
+            );
+            close(
+                &values_nd(got.db),
+                &values_nd(want.db),
+                &format!("db {what}"),
+            );
+            if let (Some(a), Some(b)) = (got.dx, want.dx) {
+                assert_eq!(a.shape, b.shape, "dx {what}");
+                close(&values_nd(a), &values_nd(b), &format!("dx {what}"));
+            }
+        }
+    }
+}
+
 /// A model's parameters: shapes of one to four dimensions, one of them transposed (read
 /// through strides that are not row-major), and more than one launch takes (17).
 fn model_params(seed: u64) -> Vec<FloatTensor<G>> {
@@ -158,7 +202,7 @@ fn model_params(seed: u64) -> Vec<FloatTensor<G>> {
 fn grouped_updates_match_each_parameter_s_own() {
     let (ws, gs) = (model_params(20), model_params(40));
     let pairs = ws.iter().cloned().zip(gs.iter().cloned());
-    let got = G::sgd_steps(pairs.map(|(w, g)| [w, g]).collect(), 0.01);
+    let got = G::sgd_steps(pairs.map(|(w, g)| [w, g]).collect(), &Lr::One(0.01));
     for (i, (got, (w, g))) in got.into_iter().zip(ws.iter().zip(&gs)).enumerate() {
         let want = composed::sgd_step::<G>(w.clone(), g.clone(), &Lr::One(0.01));
         assert_eq!(got.shape, want.shape, "sgd {i}: shape");
@@ -174,13 +218,51 @@ fn grouped_updates_match_each_parameter_s_own() {
     let quads: Vec<[FloatTensor<G>; 4]> = (0..ws.len())
         .map(|i| [&ws[i], &gs[i], &ms[i], &G::float_abs(vs[i].clone())].map(Clone::clone))
         .collect();
-    let got = G::adam_steps(quads.clone(), s, 0.01);
+    let got = G::adam_steps(quads.clone(), s, &Lr::One(0.01));
     for (i, (got, [w, g, m, v])) in got.into_iter().zip(quads).enumerate() {
         let want = composed::adam_step::<G>((w, g, m, v), s, &Lr::One(0.01));
         let [gw, gm, gv] = got;
         close(&values_nd(gw), &values_nd(want.0), &format!("adam w {i}"));
         close(&values_nd(gm), &values_nd(want.1), &format!("adam m {i}"));
         close(&values_nd(gv), &values_nd(want.2), &format!("adam v {i}"));
+    }
+}
+
+/// Replicas' parameters (stacked on the first axis) at a learning rate per replica.
+#[test]
+fn grouped_updates_at_a_rate_per_replica_match_each_parameter_s_own() {
+    let shapes = [vec![4, 300], vec![4, 33, 17], vec![4, 2]];
+    let ws: Vec<_> = (shapes.iter().zip(50..))
+        .map(|(s, i)| random(s, i))
+        .collect();
+    let gs: Vec<_> = (shapes.iter().zip(60..))
+        .map(|(s, i)| random(s, i))
+        .collect();
+    let rates = Tensor::<G, 1>::from_floats([0.01, 0.1, 0.001, 0.05], &device());
+    let lr = Lr::PerReplica(rates.into_primitive().tensor());
+    let pairs = ws
+        .iter()
+        .zip(&gs)
+        .map(|(w, g)| [w.clone(), g.clone()])
+        .collect();
+    for (i, got) in G::sgd_steps(pairs, &lr).into_iter().enumerate() {
+        let want = composed::sgd_step::<G>(ws[i].clone(), gs[i].clone(), &lr);
+        close(&values_nd(got), &values_nd(want), &format!("sgd {i}"));
+    }
+    let s = AdamStep {
+        beta1: 0.9,
+        beta2: 0.99,
+        epsilon: 1e-8,
+        time: 2,
+    };
+    let quad = |i: usize| [&ws[i], &gs[i], &gs[i], &G::float_abs(ws[i].clone())].map(Clone::clone);
+    let got = G::adam_steps((0..3).map(quad).collect(), s, &lr);
+    for (i, [w, m, v]) in got.into_iter().enumerate() {
+        let [w0, g0, m0, v0] = quad(i);
+        let want = composed::adam_step::<G>((w0, g0, m0, v0), s, &lr);
+        close(&values_nd(w), &values_nd(want.0), &format!("adam w {i}"));
+        close(&values_nd(m), &values_nd(want.1), &format!("adam m {i}"));
+        close(&values_nd(v), &values_nd(want.2), &format!("adam v {i}"));
     }
 }
 

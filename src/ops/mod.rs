@@ -135,11 +135,11 @@ pub trait EmberBackend: Backend {
         composed::adam_step::<Self>((w, g, m, v), s, lr)
     }
 
-    /// [`sgd_step`](Self::sgd_step) of every `[w, g]` of a model at one learning rate, which a
-    /// backend may run as one operation (the GPU's: one launch for all of an MLP's parameters).
-    fn sgd_steps(params: Vec<[FloatTensor<Self>; 2]>, lr: f64) -> Vec<FloatTensor<Self>> {
-        let lr = Lr::One(lr);
-        let step = |[w, g]: [FloatTensor<Self>; 2]| Self::sgd_step(w, g, &lr);
+    /// [`sgd_step`](Self::sgd_step) of every `[w, g]` of a model at learning rate `lr`, which
+    /// a backend may run as one operation (the GPU's: one launch for all of an MLP's
+    /// parameters).
+    fn sgd_steps(params: Vec<[FloatTensor<Self>; 2]>, lr: &Lr<Self>) -> Vec<FloatTensor<Self>> {
+        let step = |[w, g]: [FloatTensor<Self>; 2]| Self::sgd_step(w, g, lr);
         params.into_iter().map(step).collect()
     }
 
@@ -149,11 +149,10 @@ pub trait EmberBackend: Backend {
     fn adam_steps(
         params: Vec<[FloatTensor<Self>; 4]>,
         s: AdamStep,
-        lr: f64,
+        lr: &Lr<Self>,
     ) -> Vec<[FloatTensor<Self>; 3]> {
-        let lr = Lr::One(lr);
         let step = |[w, g, m, v]: [FloatTensor<Self>; 4]| {
-            let (w, m, v) = Self::adam_step(w, g, m, v, s, &lr);
+            let (w, m, v) = Self::adam_step(w, g, m, v, s, lr);
             [w, m, v]
         };
         params.into_iter().map(step).collect()

@@ -8,9 +8,10 @@
 //!
 //! [`adam_steps`]: EmberBackend::adam_steps
 
-use super::{Adam, AdamState, Sgd, StepAt, moments, prim, tensor};
-use crate::ops::EmberBackend;
+use super::{Adam, AdamState, PerReplica, Sgd, StepAt, moments, prim, tensor};
+use crate::ops::{EmberBackend, Lr};
 use burn::module::{AutodiffModule, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::optim::SimpleOptimizer;
 use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::record::AdaptorRecord;
 use burn::optim::{GradientsParams, LearningRate, MultiGradientsParams, Optimizer};
@@ -30,22 +31,28 @@ pub struct Slot<B: Backend> {
 }
 
 /// An optimizer whose step of a whole module can be one operation of the backend.
-pub trait Group<B: EmberBackend>: StepAt<B> + Clone {
+pub trait Group<B: EmberBackend>: SimpleOptimizer<B> + Clone {
     /// Whether these settings update a module as one group.
     fn groups(&self) -> bool;
+
+    /// The learning rate of a step at the Learner's rate `lr`: one for the whole module, or
+    /// one per replica ([`PerReplica`]).
+    fn rate(&self, lr: f64) -> Lr<B> {
+        Lr::One(lr)
+    }
 
     /// A parameter's slot for the group: its weights, gradient (the per-tensor parts, weight
     /// decay, done) and state.
     fn slot<const D: usize>(
         &self,
-        lr: f64,
+        lr: &Lr<B>,
         w: Tensor<B, D>,
         g: Tensor<B, D>,
         state: Option<Self::State<D>>,
     ) -> Slot<B>;
 
     /// The update of every slot: each parameter's new slot, in order.
-    fn update(&self, lr: f64, slots: Vec<Slot<B>>) -> Vec<Slot<B>>;
+    fn update(&self, lr: &Lr<B>, slots: Vec<Slot<B>>) -> Vec<Slot<B>>;
 
     /// A parameter's new weights and state, from its new slot.
     fn unslot<const D: usize>(slot: Slot<B>) -> (Tensor<B, D>, Option<Self::State<D>>);
@@ -58,7 +65,7 @@ impl<B: EmberBackend> Group<B> for Sgd {
 
     fn slot<const D: usize>(
         &self,
-        _lr: f64,
+        _lr: &Lr<B>,
         w: Tensor<B, D>,
         g: Tensor<B, D>,
         _state: Option<Self::State<D>>,
@@ -70,7 +77,7 @@ impl<B: EmberBackend> Group<B> for Sgd {
         }
     }
 
-    fn update(&self, lr: f64, slots: Vec<Slot<B>>) -> Vec<Slot<B>> {
+    fn update(&self, lr: &Lr<B>, slots: Vec<Slot<B>>) -> Vec<Slot<B>> {
         let pairs = slots
             .into_iter()
             .map(|s| array(s.tensors, "SGD's slot: weights and gradient"))
@@ -98,12 +105,12 @@ impl<B: EmberBackend> Group<B> for Adam {
 
     fn slot<const D: usize>(
         &self,
-        lr: f64,
+        lr: &Lr<B>,
         w: Tensor<B, D>,
         g: Tensor<B, D>,
         state: Option<Self::State<D>>,
     ) -> Slot<B> {
-        let (w, g) = self.decayed(&crate::ops::Lr::One(lr), w, g);
+        let (w, g) = self.decayed(lr, w, g);
         let (time, m, v) = moments(state, &g);
         Slot {
             tensors: vec![prim(w), prim(g), prim(m), prim(v)],
@@ -112,7 +119,7 @@ impl<B: EmberBackend> Group<B> for Adam {
     }
 
     /// One operation per step count: every parameter's, unless some joined the module later.
-    fn update(&self, lr: f64, slots: Vec<Slot<B>>) -> Vec<Slot<B>> {
+    fn update(&self, lr: &Lr<B>, slots: Vec<Slot<B>>) -> Vec<Slot<B>> {
         let mut by_time: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (i, s) in slots.iter().enumerate() {
             by_time.entry(s.time).or_default().push(i);
@@ -151,6 +158,36 @@ fn array<T, const N: usize>(tensors: Vec<T>, what: &str) -> [T; N] {
     match tensors.try_into() {
         Ok(array) => array,
         Err(_) => panic!("{what}"),
+    }
+}
+
+/// K replicas stacked on each parameter's first axis, each at its own learning rate: the
+/// inner optimizer's group at the rates [`PerReplica`] makes once a step.
+impl<B: EmberBackend, O: Group<B> + StepAt<B>> Group<B> for PerReplica<O, B> {
+    fn groups(&self) -> bool {
+        self.inner.groups()
+    }
+
+    fn rate(&self, lr: f64) -> Lr<B> {
+        self.lr(lr)
+    }
+
+    fn slot<const D: usize>(
+        &self,
+        lr: &Lr<B>,
+        w: Tensor<B, D>,
+        g: Tensor<B, D>,
+        state: Option<Self::State<D>>,
+    ) -> Slot<B> {
+        self.inner.slot(lr, w, g, state)
+    }
+
+    fn update(&self, lr: &Lr<B>, slots: Vec<Slot<B>>) -> Vec<Slot<B>> {
+        self.inner.update(lr, slots)
+    }
+
+    fn unslot<const D: usize>(slot: Slot<B>) -> (Tensor<B, D>, Option<Self::State<D>>) {
+        O::unslot(slot)
     }
 }
 
@@ -217,17 +254,18 @@ where
             Grouped::Each(adaptor) => return adaptor.step(lr, module, grads),
             Grouped::All { optim, records } => (optim, records),
         };
+        let rate = optim.rate(lr);
         let mut gather = Gather::<O, M, B> {
             optim,
             records,
             grads: &mut grads,
-            lr,
+            lr: &rate,
             ids: Vec::new(),
             slots: Vec::new(),
         };
         module.visit(&mut gather);
         let (ids, slots) = (gather.ids, gather.slots);
-        let news = ids.into_iter().zip(optim.update(lr, slots)).collect();
+        let news = ids.into_iter().zip(optim.update(&rate, slots)).collect();
         module.map(&mut Scatter::<O, M, B> { records, news })
     }
 
@@ -275,7 +313,7 @@ where
     optim: &'a O,
     records: &'a mut Records<O, M, B>,
     grads: &'a mut GradientsParams,
-    lr: f64,
+    lr: &'a Lr<B::InnerBackend>,
     ids: Vec<ParamId>,
     slots: Vec<Slot<B::InnerBackend>>,
 }

@@ -314,7 +314,7 @@ impl<B: EmberBackend> ReplicaMlp<B> {
         match batch.rows.targets {
             Targets::Classes(labels) => {
                 let labels = match batch.shared {
-                    true => Tensor::cat(vec![labels; k], 0).reshape([k, n]),
+                    true => labels.unsqueeze_dim::<2>(0).repeat_dim(0, k),
                     false => labels.reshape([k, n]),
                 };
                 let correct = out.clone().argmax(2).reshape([k, n]).equal(labels.clone());
@@ -428,11 +428,12 @@ fn class_losses<B: Backend>(
 }
 
 /// Per-row values `[rows, t]` as `[K, n, t]`: copied for each replica when shared (a broadcast
-/// view would make every later element-wise op a strided one).
+/// view would make every later element-wise op a strided one), in one copy (a GPU's
+/// `repeat_dim` is one launch, where `cat` is one per replica).
 fn per_replica_rows<B: Backend>(t: Tensor<B, 2>, k: usize, n: usize, shared: bool) -> Tensor<B, 3> {
     let width = t.dims()[1];
     match shared {
-        true => Tensor::cat(vec![t; k], 0).reshape([k, n, width]),
+        true => t.unsqueeze_dim::<3>(0).repeat_dim(0, k),
         false => t.reshape([k, n, width]),
     }
 }

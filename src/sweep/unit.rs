@@ -14,7 +14,8 @@ use crate::error::{EmberError, Result};
 use crate::fs::write_atomic;
 use crate::input_err;
 use crate::model::mlp::MlpBatch;
-use crate::optim::{Chosen, PerReplica};
+use crate::optim::grouped::Group;
+use crate::optim::{Chosen, Grouped, PerReplica};
 use crate::replicas::folds::GroupData;
 use crate::replicas::loader::{ReplicaLoader, SharedRows};
 use crate::replicas::model::{ReplicaBatch, ReplicaMlp};
@@ -29,8 +30,6 @@ use crate::train::schedule::Schedule;
 use crate::train::{DEFAULT_CHECKPOINT_SECONDS, DEFAULT_PROGRESS_SECONDS, signals};
 use burn::data::dataloader::DataLoader;
 use burn::module::{AutodiffModule, Module};
-use burn::optim::SimpleOptimizer;
-use burn::optim::adaptor::OptimizerAdaptor;
 use burn::prelude::*;
 use burn::train::{Learner, LearningComponentsMarker, SupervisedTraining, TrainingStrategy};
 use std::path::{Path, PathBuf};
@@ -221,7 +220,7 @@ impl OnBackend for UnitTask<'_> {
 }
 
 type Components<B, O> =
-    LearningComponentsMarker<B, Schedule, ReplicaMlp<B>, OptimizerAdaptor<O, ReplicaMlp<B>, B>>;
+    LearningComponentsMarker<B, Schedule, ReplicaMlp<B>, Grouped<O, ReplicaMlp<B>, B>>;
 
 impl UnitTask<'_> {
     fn launch<B, O>(
@@ -233,14 +232,14 @@ impl UnitTask<'_> {
     ) -> Result<String>
     where
         B: TrainBackend,
-        O: SimpleOptimizer<B::Inference> + 'static,
+        O: Group<B::Inference> + 'static,
     {
         let config = &self.configs[0];
         let params = model.num_params() / self.members.len();
         let epoch = EpochCell::default();
         let train = self.train_loader::<B>(epoch.clone(), &device);
         let schedule = Schedule::new(&config.schedule, lr, train.batches_per_epoch());
-        let optimizer = OptimizerAdaptor::<O, ReplicaMlp<B>, B>::from(optimizer);
+        let optimizer = Grouped::<O, ReplicaMlp<B>, B>::new(optimizer);
         let mut learner: Learner<Components<B, O>> = Learner::new(model, optimizer, schedule);
         let checkpoints = self.unit_dir.join(folder::CHECKPOINTS);
         let resumed = self.resume(&mut learner, &checkpoints, &device)?;
@@ -347,7 +346,7 @@ impl UnitTask<'_> {
     ) -> Result<Option<Manifest>>
     where
         B: TrainBackend,
-        O: SimpleOptimizer<B::Inference> + 'static,
+        O: Group<B::Inference> + 'static,
     {
         let Ok(manifest) = checkpoint::latest(dir) else {
             return Ok(None);
