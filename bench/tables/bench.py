@@ -21,6 +21,7 @@ them). Prints a Markdown table.
 """
 
 import argparse
+import functools
 import os
 import pathlib
 import statistics
@@ -33,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from public import TABLES, frame_of, splits  # noqa: E402
+from public import TABLES, over_splits  # noqa: E402
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor  # noqa: E402
 from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
@@ -136,18 +137,14 @@ def one_split(ember, work, train, test, label):
 
 
 def row(ember, work, table):
-    frame = frame_of(table, work)
-    results = []
-    for train, test in splits(frame, table.label, MISSING):
-        with tempfile.TemporaryDirectory() as tmp:
-            results.append(one_split(ember, pathlib.Path(tmp), train, test, table.label))
+    rows, results = over_splits(table, work, MISSING, functools.partial(one_split, ember))
     task = results[0][0]
     scores = [statistics.mean(r[1][i] for r in results) for i in range(4)]
     seconds = [statistics.mean(r[2][i] for r in results) for i in range(2)]
     fmt = (lambda v: f"{v:.3f}") if task == "regression" else (lambda v: f"{100 * v:.1f} %")
     split_count = f"{len(results)} splits" if len(results) > 1 else "1 split"
     return (
-        f"| {table.name} ({table.label}) | {task} | {len(frame):,} ({split_count}) | {table.traits} | "
+        f"| {table.name} ({table.label}) | {task} | {rows:,} ({split_count}) | {table.traits} | "
         + " | ".join(fmt(s) for s in scores)
         + f" | {seconds[0]:.1f} s | {seconds[1]:.1f} s |"
     ), task, scores

@@ -11,6 +11,7 @@ import pathlib
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 from dataclasses import dataclass, field
 
@@ -115,3 +116,14 @@ def splits(frame, label, missing):
         cut = len(frame) * 3 // 4
         train, test = frame.iloc[order[:cut]], frame.iloc[order[cut:]]
         yield train, test[~test[label].isin(missing)]
+
+
+def over_splits(table, work, missing, score):
+    """`score(folder, train, test, label)` on each of the table's `splits`, each in a fresh
+    temporary folder: the table's rows, and the results, one a split."""
+    frame = frame_of(table, work)
+    results = []
+    for train, test in splits(frame, table.label, missing):
+        with tempfile.TemporaryDirectory() as tmp:
+            results.append(score(pathlib.Path(tmp), train, test, table.label))
+    return len(frame), results

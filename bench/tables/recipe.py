@@ -19,6 +19,7 @@ Prints a Markdown table, with each way's wall time (init + train + predict).
 """
 
 import argparse
+import functools
 import pathlib
 import statistics
 import sys
@@ -29,7 +30,7 @@ import tomllib
 import pandas as pd
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from public import TABLES, frame_of, run, splits  # noqa: E402
+from public import TABLES, over_splits, run  # noqa: E402
 from yardstick import MISSING  # noqa: E402
 from sklearn.metrics import accuracy_score, r2_score  # noqa: E402
 
@@ -76,11 +77,7 @@ def scores(ember, work, train, test, label):
 
 
 def row(ember, work, table):
-    frame = frame_of(table, work)
-    results = []
-    for train, test in splits(frame, table.label, MISSING):
-        with tempfile.TemporaryDirectory() as tmp:
-            results.append(scores(ember, pathlib.Path(tmp), train, test, table.label))
+    rows, results = over_splits(table, work, MISSING, functools.partial(scores, ember))
     task = results[0][0][0]
     fmt = (lambda v: f"{v:.3f}") if task == "regression" else (lambda v: f"{100 * v:.1f} %")
     cells = []
@@ -89,7 +86,7 @@ def row(ember, work, table):
         seconds = statistics.mean(r[i][2] for r in results)
         cells.append(f"{fmt(score)} ({seconds:.1f} s)")
     split_count = f"{len(results)} splits" if len(results) > 1 else "1 split"
-    return f"| {table.name} ({table.label}) | {task} | {len(frame):,} ({split_count}) | " + " | ".join(cells) + " |"
+    return f"| {table.name} ({table.label}) | {task} | {rows:,} ({split_count}) | " + " | ".join(cells) + " |"
 
 
 def main():

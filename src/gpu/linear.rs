@@ -82,21 +82,9 @@ fn base<F: Float>(t: &Tensor<F>, r: usize, #[comptime] matrix: bool) -> usize {
     select(t.rank() == own, r * t.stride(0), 0)
 }
 
-#[cube]
-fn base_mut<F: Float>(t: &mut Tensor<F>, r: usize, #[comptime] matrix: bool) -> usize {
-    let own = comptime![if matrix { 3 } else { 2 }];
-    select(t.rank() == own, r * t.stride(0), 0)
-}
-
 /// The offset of element `(i, j)` of the matrix at `base` in `t` (its last two axes).
 #[cube]
 fn at<F: Float>(t: &Tensor<F>, base: usize, i: usize, j: usize) -> usize {
-    let d = t.rank() - 2;
-    base + i * t.stride(d) + j * t.stride(d + 1)
-}
-
-#[cube]
-fn at_mut<F: Float>(t: &mut Tensor<F>, base: usize, i: usize, j: usize) -> usize {
     let d = t.rank() - 2;
     base + i * t.stride(d) + j * t.stride(d + 1)
 }
@@ -127,7 +115,7 @@ fn forward_kernel<F: Float>(
         base::<F>(w, rep, true),
         base::<F>(b, rep, false),
     );
-    let yb = base_mut::<F>(y, rep, true);
+    let yb = base::<F>(y, rep, true);
     let bs = b.stride(b.rank() - 1);
     let (m, n) = (rows::<F>(x), cols::<F>(w));
     let r0 = CUBE_POS_Y as usize * comptime![SPAN] + UNIT_POS_Y as usize * q;
@@ -154,7 +142,7 @@ fn forward_kernel<F: Float>(
             let (r, col) = (r0 + a, c0 + c);
             if r < m && col < n {
                 let z = acc[a * q + c] + b[bb + col * bs];
-                let o = at_mut::<F>(y, yb, r, col);
+                let o = at::<F>(y, yb, r, col);
                 y[o] = activate::<F>(z, act);
             }
         }
@@ -223,20 +211,20 @@ fn weight_grad<F: Float>(
             bias[a] += ds[a];
         }
     }
-    let dwb = base_mut::<F>(dw, rep, true);
+    let dwb = base::<F>(dw, rep, true);
     #[unroll]
     for a in 0..q {
         #[unroll]
         for c in 0..q {
             let (i, j) = (i0 + a, j0 + c);
             if i < k && j < n {
-                let o = at_mut::<F>(dw, dwb, i, j);
+                let o = at::<F>(dw, dwb, i, j);
                 dw[o] = acc[a * q + c];
             }
         }
     }
     if i0 == 0 {
-        let (dbb, dbs) = (base_mut::<F>(db, rep, false), db.stride(db.rank() - 1));
+        let (dbb, dbs) = (base::<F>(db, rep, false), db.stride(db.rank() - 1));
         #[unroll]
         for c in 0..q {
             let j = j0 + c;
@@ -282,14 +270,14 @@ fn input_grad<F: Float>(
         }
         outer_add::<F>(&mut acc, &ds, &ws);
     }
-    let dxb = base_mut::<F>(dx, rep, true);
+    let dxb = base::<F>(dx, rep, true);
     #[unroll]
     for a in 0..q {
         #[unroll]
         for c in 0..q {
             let (r, i) = (r0 + a, i0 + c);
             if r < m && i < k {
-                let o = at_mut::<F>(dx, dxb, r, i);
+                let o = at::<F>(dx, dxb, r, i);
                 dx[o] = acc[a * q + c];
             }
         }

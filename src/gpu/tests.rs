@@ -45,6 +45,36 @@ fn close(got: &[f32], want: &[f32], what: &str) {
     }
 }
 
+/// Asserts that a layer's gradients from ember's kernel agree with the composition's.
+fn close_grads(got: LinearGrads<G>, want: LinearGrads<G>, what: &str) {
+    close(
+        &values_nd(got.dw),
+        &values_nd(want.dw),
+        &format!("dw {what}"),
+    );
+    close(
+        &values_nd(got.db),
+        &values_nd(want.db),
+        &format!("db {what}"),
+    );
+    if let (Some(a), Some(b)) = (got.dx, want.dx) {
+        assert_eq!(a.shape, b.shape, "dx {what}");
+        close(&values_nd(a), &values_nd(b), &format!("dx {what}"));
+    }
+}
+
+/// Asserts that an Adam update's new weights and moments agree with the composition's.
+fn close_adam(
+    got: [FloatTensor<G>; 3],
+    want: (FloatTensor<G>, FloatTensor<G>, FloatTensor<G>),
+    what: &str,
+) {
+    let [w, m, v] = got;
+    close(&values_nd(w), &values_nd(want.0), &format!("adam w {what}"));
+    close(&values_nd(m), &values_nd(want.1), &format!("adam m {what}"));
+    close(&values_nd(v), &values_nd(want.2), &format!("adam v {what}"));
+}
+
 const SHAPES: [(usize, usize, usize); 5] = [
     (1, 1, 1),
     (3, 5, 7),
@@ -81,21 +111,8 @@ fn a_layer_backward_matches_the_composition() {
                 let inputs = (x.clone(), w.clone(), y.clone(), g.clone());
                 let got = G::fused_linear_backward(x, w, y, g, act, need_dx);
                 let want = composed::fused_linear_backward::<G>(inputs, act, need_dx);
-                let what = format!("{m}x{k}x{n} {act:?}");
-                close(
-                    &values_nd(got.dw),
-                    &values_nd(want.dw),
-                    &format!("dw {what}"),
-                );
-                close(
-                    &values_nd(got.db),
-                    &values_nd(want.db),
-                    &format!("db {what}"),
-                );
                 assert_eq!(got.dx.is_some(), need_dx);
-                if let (Some(a), Some(b)) = (got.dx, want.dx) {
-                    close(&values_nd(a), &values_nd(b), &format!("dx {what}"));
-                }
+                close_grads(got, want, &format!("{m}x{k}x{n} {act:?}"));
             }
         }
     }
@@ -130,9 +147,7 @@ fn the_updates_match_the_composition() {
         };
         let got = G::adam_step(w.clone(), g.clone(), m.clone(), v.clone(), s, &lr);
         let want = composed::adam_step::<G>((w, g, m, v), s, &lr);
-        close(&values_nd(got.0), &values_nd(want.0), "adam w");
-        close(&values_nd(got.1), &values_nd(want.1), "adam m");
-        close(&values_nd(got.2), &values_nd(want.2), "adam v");
+        close_adam([got.0, got.1, got.2], want, &format!("{shape:?}"));
     }
 }
 
@@ -162,20 +177,8 @@ fn replicas_layers_match_the_composition() {
             let inputs = (x.clone(), w.clone(), y.clone(), g.clone());
             let got = G::fused_linear_backward(x, w, y, g, act, need_dx);
             let want = composed::fused_linear_backward::<G>(inputs, act, need_dx);
-            close(
-                &values_nd(got.dw),
-                &values_nd(want.dw),
-                &format!("dw {what}"),
-            );
-            close(
-                &values_nd(got.db),
-                &values_nd(want.db),
-                &format!("db {what}"),
-            );
-            if let (Some(a), Some(b)) = (got.dx, want.dx) {
-                assert_eq!(a.shape, b.shape, "dx {what}");
-                close(&values_nd(a), &values_nd(b), &format!("dx {what}"));
-            }
+            assert_eq!(got.dx.is_some(), need_dx);
+            close_grads(got, want, &what);
         }
     }
 }
@@ -221,10 +224,7 @@ fn grouped_updates_match_each_parameter_s_own() {
     let got = G::adam_steps(quads.clone(), s, &Lr::One(0.01));
     for (i, (got, [w, g, m, v])) in got.into_iter().zip(quads).enumerate() {
         let want = composed::adam_step::<G>((w, g, m, v), s, &Lr::One(0.01));
-        let [gw, gm, gv] = got;
-        close(&values_nd(gw), &values_nd(want.0), &format!("adam w {i}"));
-        close(&values_nd(gm), &values_nd(want.1), &format!("adam m {i}"));
-        close(&values_nd(gv), &values_nd(want.2), &format!("adam v {i}"));
+        close_adam(got, want, &i.to_string());
     }
 }
 
@@ -257,12 +257,10 @@ fn grouped_updates_at_a_rate_per_replica_match_each_parameter_s_own() {
     };
     let quad = |i: usize| [&ws[i], &gs[i], &gs[i], &G::float_abs(ws[i].clone())].map(Clone::clone);
     let got = G::adam_steps((0..3).map(quad).collect(), s, &lr);
-    for (i, [w, m, v]) in got.into_iter().enumerate() {
+    for (i, got) in got.into_iter().enumerate() {
         let [w0, g0, m0, v0] = quad(i);
         let want = composed::adam_step::<G>((w0, g0, m0, v0), s, &lr);
-        close(&values_nd(w), &values_nd(want.0), &format!("adam w {i}"));
-        close(&values_nd(m), &values_nd(want.1), &format!("adam m {i}"));
-        close(&values_nd(v), &values_nd(want.2), &format!("adam v {i}"));
+        close_adam(got, want, &format!("{i} per replica"));
     }
 }
 

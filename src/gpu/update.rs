@@ -32,17 +32,6 @@ fn offset<F: Float>(t: &Tensor<F>, e: usize) -> usize {
     at
 }
 
-#[cube]
-fn offset_mut<F: Float>(t: &mut Tensor<F>, e: usize) -> usize {
-    let (rank, mut rest, mut at) = (t.rank(), e, 0);
-    for i in 0..rank {
-        let d = rank - 1 - i;
-        at += (rest % t.shape(d)) * t.stride(d);
-        rest /= t.shape(d);
-    }
-    at
-}
-
 /// The learning rate of element `e` of a parameter of `len` elements: `lr`, or `per_replica`
 /// the rate in `rates` (`[K]`) of the replica whose slice of the parameter holds `e` (K
 /// replicas stacked on the parameter's first axis).
@@ -79,7 +68,7 @@ fn sgd_group_kernel(
             let len = count::<f32>(w);
             if e < len {
                 let rate = rate_at(rates, lr, e, len, per_replica);
-                let o = offset_mut::<f32>(out, e);
+                let o = offset::<f32>(out, e);
                 out[o] = w[offset::<f32>(w, e)] - g[offset::<f32>(g, e)] * rate;
             }
         }
@@ -116,13 +105,13 @@ fn adam_group_kernel(
                 let vv = v[offset::<f32>(v, e)] * beta2 + (gv * gv) * (f32::new(1.0) - beta2);
                 let update = (mv * factor) / (f32::sqrt(vv) + eps);
                 let w_out = outs.index_mut(3 * p);
-                let ow = offset_mut::<f32>(w_out, e);
+                let ow = offset::<f32>(w_out, e);
                 w_out[ow] = w[offset::<f32>(w, e)] - update * rate;
                 let m_out = outs.index_mut(3 * p + 1);
-                let om = offset_mut::<f32>(m_out, e);
+                let om = offset::<f32>(m_out, e);
                 m_out[om] = mv;
                 let v_out = outs.index_mut(3 * p + 2);
-                let ov = offset_mut::<f32>(v_out, e);
+                let ov = offset::<f32>(v_out, e);
                 v_out[ov] = vv;
             }
         }

@@ -271,11 +271,9 @@ where
 
     /// Several devices' gradients: one parameter at a time, as Burn's adaptor does.
     fn step_multi(&mut self, lr: LearningRate, module: M, grads: MultiGradientsParams) -> M {
-        let Grouped::All { optim, records } = self else {
-            let Grouped::Each(adaptor) = self else {
-                unreachable!()
-            };
-            return adaptor.step_multi(lr, module, grads);
+        let (optim, records) = match self {
+            Grouped::Each(adaptor) => return adaptor.step_multi(lr, module, grads),
+            Grouped::All { optim, records } => (optim, records),
         };
         let adaptor = OptimizerAdaptor::<O, M, B>::from(optim.clone());
         let mut adaptor = adaptor.load_record(std::mem::take(records));
