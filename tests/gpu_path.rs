@@ -492,17 +492,22 @@ fn a_cnn_with_batch_norm_trains_alike_on_the_gpu() {
 /// --launches`: a bare step loop and the Learner's), measured on Mesa's lavapipe with ember's
 /// GPU kernels (`src/gpu`; Burn's compositions took 42, 35, 11 and 134 a bare step); a change
 /// that adds launches fails here. Lower a budget when a change takes launches away.
+///
+/// fashion-cnn's bare loop counts 2 more since the running totals wait to be added 8 steps at
+/// a time (`model::StepTotals`): its step's addition already fused into the next step's first
+/// kernel, so the whole run's launches are the same (2,646 against 2,647) and only where they
+/// fall within the counted epoch moved; through the Learner it takes 1 fewer.
 const LAUNCH_BUDGETS: [(&str, &str, f64, f64); 4] = [
     // (job, training rows, bare loop, Learner)
-    ("fashion-mlp", "640", 11.0, 11.0),
-    ("tabular-mlp", "8192", 12.0, 12.0),
-    ("linear-scalar", "1280", 11.0, 12.0),
-    ("fashion-cnn", "256", 101.0, 104.25),
+    ("fashion-mlp", "640", 10.1, 10.1),
+    ("tabular-mlp", "8192", 11.0, 11.0),
+    ("linear-scalar", "1280", 11.0, 11.1),
+    ("fashion-cnn", "256", 103.0, 103.25),
 ];
 
 /// A sweep unit of 16 tabular-mlp replicas, per step of the batched model (Burn's compositions
 /// of its layers and updates took 68.75).
-const REPLICA_UNIT_BUDGET: f64 = 28.0;
+const REPLICA_UNIT_BUDGET: f64 = 27.0;
 
 /// Each preset's training step, and fashion-cnn's, stays within its launch budget.
 #[test]

@@ -126,6 +126,8 @@ fn put<R: CubeRuntime, BT: BoolElement>(
 }
 
 impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
+    const GROUPED_UPDATES: bool = true;
+
     fn sgd_step(w: FloatTensor<Self>, g: FloatTensor<Self>, lr: &Lr<Self>) -> FloatTensor<Self> {
         let Ok(lr) = path::chosen("sgd_step", update_way(&w, lr)) else {
             return composed::sgd_step::<Self>(w, g, lr);

@@ -224,9 +224,17 @@ fn replica_moments(moments: &[f64], replicas: usize, r: usize) -> Vec<f64> {
     [row(sums), row(squares)].concat()
 }
 
+/// Steps whose outputs wait to be added to the totals together: on the GPU the additions of
+/// that many steps are issued back to back and fuse into one kernel, where adding each step as
+/// it comes took a launch of its own (the optimizer's update, a custom operation, comes
+/// between two steps' additions and keeps them apart).
+const STEPS_ADDED_TOGETHER: usize = 8;
+
 /// Running totals of the step outputs of one pass over a split, kept on the device: two
-/// additions per step, and a read only when asked.
+/// additions per step, issued [`STEPS_ADDED_TOGETHER`] steps at a time, and a read only when
+/// asked. The additions are the same in the same order whenever they are issued.
 pub struct StepTotals<B: Backend> {
+    waiting: Vec<StepOutput<B>>,
     loss_sum: Option<Tensor<B, 1>>,
     correct: Option<Tensor<B, 1>>,
     regression: Option<RegressionTotals<B>>,
@@ -244,6 +252,7 @@ impl<B: Backend> Default for StepTotals<B> {
 impl<B: Backend> StepTotals<B> {
     pub fn new() -> Self {
         Self {
+            waiting: Vec::with_capacity(STEPS_ADDED_TOGETHER),
             loss_sum: None,
             correct: None,
             regression: None,
@@ -253,6 +262,18 @@ impl<B: Backend> StepTotals<B> {
     }
 
     pub fn add(&mut self, out: StepOutput<B>) {
+        self.waiting.push(out);
+        if self.waiting.len() == STEPS_ADDED_TOGETHER {
+            self.add_waiting();
+        }
+    }
+
+    fn add_waiting(&mut self) {
+        let waiting = std::mem::take(&mut self.waiting);
+        waiting.into_iter().for_each(|out| self.add_now(out));
+    }
+
+    fn add_now(&mut self, out: StepOutput<B>) {
         fn sum<B: Backend>(acc: Option<Tensor<B, 1>>, v: Tensor<B, 1>) -> Tensor<B, 1> {
             match acc {
                 Some(a) => a + v,
@@ -290,7 +311,8 @@ impl<B: Backend> StepTotals<B> {
     }
 
     /// The running means, with one device read (two for a regression).
-    pub fn read(&self) -> StepStats {
+    pub fn read(&mut self) -> StepStats {
+        self.add_waiting();
         let n = self.rows.max(1) as f64;
         let loss = self.loss_sum.clone().map_or(f64::NAN, scalar) / n;
         let regression = self.regression.as_ref().map(|r| r.read(loss, self.rows));
@@ -306,7 +328,8 @@ impl<B: Backend> StepTotals<B> {
     /// Each replica's running means (the totals of a replica group, `[K]` each), with one
     /// device read. The regression targets' moments are shared where every replica sees the
     /// same validation rows, and each replica's own where it has its own rows (folds).
-    pub fn read_replicas(&self, replicas: usize) -> Vec<StepStats> {
+    pub fn read_replicas(&mut self, replicas: usize) -> Vec<StepStats> {
+        self.add_waiting();
         let flat = |t: &Tensor<B, 2>| t.clone().reshape([-1]);
         let mut parts: Vec<Tensor<B, 1>> = self.loss_sum.iter().cloned().collect();
         parts.extend(self.correct.clone());

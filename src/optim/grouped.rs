@@ -4,7 +4,8 @@
 //! A step gathers each parameter's weights, gradient and state (a visit of the module), updates
 //! them together, then puts the new weights and state back (a map of the module). Its record
 //! is the adaptor's, so checkpoints hold the same files either way, and settings without a
-//! grouped update (SGD with momentum) step through the adaptor itself.
+//! grouped update (SGD with momentum) step through the adaptor itself, as does every backend
+//! that gains nothing from grouping (the CPU: [`EmberBackend::GROUPED_UPDATES`]).
 //!
 //! [`adam_steps`]: EmberBackend::adam_steps
 
@@ -211,13 +212,20 @@ where
     B: AutodiffBackend,
     B::InnerBackend: EmberBackend,
 {
+    /// Grouped where both the settings and the backend gain from it.
     pub fn new(optim: O) -> Self {
-        match optim.groups() {
-            true => Grouped::All {
-                optim,
-                records: Default::default(),
-            },
+        match optim.groups() && B::InnerBackend::GROUPED_UPDATES {
+            true => Self::all(optim),
             false => Grouped::Each(OptimizerAdaptor::from(optim)),
+        }
+    }
+
+    /// Grouped whatever the backend (the tests compare this path with the adaptor on the CPU).
+    fn all(optim: O) -> Self {
+        debug_assert!(optim.groups(), "settings that group");
+        Grouped::All {
+            optim,
+            records: Default::default(),
         }
     }
 }
@@ -414,12 +422,12 @@ mod tests {
         let device = Default::default();
         let mut a = LinearConfig::new(13, 7).init::<A>(&device);
         let mut b = copy(&a);
-        let mut grouped = Grouped::<O, Linear<A>, A>::new(optim.clone());
+        let mut grouped = Grouped::<O, Linear<A>, A>::all(optim.clone());
         let mut adaptor = OptimizerAdaptor::<O, Linear<A>, A>::from(optim.clone());
         for step in 0..5 {
             if step == 3 {
                 let (ra, rb) = (grouped.to_record(), adaptor.to_record());
-                grouped = Grouped::new(optim.clone()).load_record(rb);
+                grouped = Grouped::all(optim.clone()).load_record(rb);
                 adaptor = OptimizerAdaptor::from(optim.clone()).load_record(ra);
             }
             let x = Tensor::<A, 2>::random([9, 13], Distribution::Normal(0.0, 1.0), &device);
