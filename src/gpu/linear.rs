@@ -1,7 +1,8 @@
 //! A dense layer on the GPU in one launch each way:
 //! - forward, `y = act(x · w + b)`: each unit a 4 × 4 block of outputs, their sums in
 //!   registers, then the bias and the activation;
-//! - backward, from the output's gradient `g`: `dz = g · act'(y)` made where it is read, then
+//! - backward, from the output's gradient `g` (or `g · s` for a scale `s` `[1]`, which a
+//!   classifier's head uses): `dz = g · act'(y)` made where it is read, then
 //!   `dw = xᵀ · dz` and `db = Σ dz` (by the units of `dw`'s first row) and, where asked,
 //!   `dx = dz · wᵀ`, each unit a 4 × 4 block, the cubes of the one launch split between the
 //!   two products.
@@ -160,9 +161,15 @@ fn dz_at<F: Float>(
     yb: usize,
     r: usize,
     j: usize,
+    scale: F,
     #[comptime] act: u32,
+    #[comptime] scaled: bool,
 ) -> F {
-    pre_activation::<F>(y[at::<F>(y, yb, r, j)], g[at::<F>(g, gb, r, j)], act)
+    let mut v = g[at::<F>(g, gb, r, j)];
+    if scaled {
+        v *= scale;
+    }
+    pre_activation::<F>(y[at::<F>(y, yb, r, j)], v, act)
 }
 
 /// A cube's `[SPAN, SPAN]` block of replica `rep`'s `dw = xᵀ · dz` from unit `(i0, j0)` on,
@@ -178,7 +185,9 @@ fn weight_grad<F: Float>(
     rep: usize,
     i0: usize,
     j0: usize,
+    scale: F,
     #[comptime] act: u32,
+    #[comptime] scaled: bool,
 ) {
     let q = comptime![MICRO];
     let (k, n) = (dw.shape(dw.rank() - 2), dw.shape(dw.rank() - 1));
@@ -203,7 +212,7 @@ fn weight_grad<F: Float>(
         #[unroll]
         for a in 0..q {
             xs[a] = x[at::<F>(x, xb, r, clamp(i0 + a, k))];
-            ds[a] = dz_at::<F>(g, gb, y, yb, r, clamp(j0 + a, n), act);
+            ds[a] = dz_at::<F>(g, gb, y, yb, r, clamp(j0 + a, n), scale, act, scaled);
         }
         outer_add::<F>(&mut acc, &xs, &ds);
         #[unroll]
@@ -246,7 +255,9 @@ fn input_grad<F: Float>(
     rep: usize,
     r0: usize,
     i0: usize,
+    scale: F,
     #[comptime] act: u32,
+    #[comptime] scaled: bool,
 ) {
     let q = comptime![MICRO];
     let (m, k) = (rows::<F>(g), rows::<F>(w));
@@ -265,7 +276,7 @@ fn input_grad<F: Float>(
     for j in 0..cols::<F>(w) {
         #[unroll]
         for a in 0..q {
-            ds[a] = dz_at::<F>(g, gb, y, yb, clamp(r0 + a, m), j, act);
+            ds[a] = dz_at::<F>(g, gb, y, yb, clamp(r0 + a, m), j, scale, act, scaled);
             ws[a] = w[at::<F>(w, wb, clamp(i0 + a, k), j)];
         }
         outer_add::<F>(&mut acc, &ds, &ws);
@@ -294,10 +305,15 @@ fn backward_kernel<F: Float>(
     dw: &mut Tensor<F>,
     db: &mut Tensor<F>,
     dx: &mut Tensor<F>,
+    scale: &Tensor<F>,
     #[comptime] act: u32,
     #[comptime] with_dx: bool,
+    #[comptime] scaled: bool,
 ) {
     let span = comptime![SPAN];
+    // Where `scaled`, `g` is read times `scale[0]` (a classifier's head: `g` is the logits'
+    // gradient for a loss gradient of 1, `scale` the loss's gradient).
+    let s = if scaled { scale[0] } else { F::new(1.0) };
     let q = comptime![MICRO];
     let (k, n) = (rows::<F>(w), cols::<F>(w));
     let dw_cols = n.div_ceil(span);
@@ -307,14 +323,14 @@ fn backward_kernel<F: Float>(
     if cube < dw_cubes {
         let i0 = (cube / dw_cols) * span + uy;
         let j0 = (cube % dw_cols) * span + ux;
-        weight_grad::<F>(x, g, y, dw, db, rep, i0, j0, act);
+        weight_grad::<F>(x, g, y, dw, db, rep, i0, j0, s, act, scaled);
     } else {
         if comptime![with_dx] {
             let dx_cube = cube - dw_cubes;
             let dx_cols = k.div_ceil(span);
             let r0 = (dx_cube / dx_cols) * span + uy;
             let i0 = (dx_cube % dx_cols) * span + ux;
-            input_grad::<F>(w, g, y, dx, rep, r0, i0, act);
+            input_grad::<F>(w, g, y, dx, rep, r0, i0, s, act, scaled);
         }
     }
 }
@@ -373,9 +389,11 @@ pub fn forward<R: CubeRuntime>(
 }
 
 /// `(dx, dw, db)` of [`forward`] from its inputs `x` and `w`, its output `y` and the output's
-/// gradient `g`; `dx` only `with_dx` (and only for an input of each replica's own).
+/// gradient `g`, read times `scale[0]` where a `scale` `[1]` is given; `dx` only `with_dx`
+/// (and only for an input of each replica's own).
 pub fn backward<R: CubeRuntime>(
     (x, w, y, g): (CubeTensor<R>, CubeTensor<R>, CubeTensor<R>, CubeTensor<R>),
+    scale: Option<CubeTensor<R>>,
     act: u32,
     with_dx: bool,
 ) -> (Option<CubeTensor<R>>, CubeTensor<R>, CubeTensor<R>) {
@@ -403,6 +421,10 @@ pub fn backward<R: CubeRuntime>(
     let dx = empty_device::<R, f32>(client.clone(), device, dx_shape);
     let dx_cubes = if with_dx { tiles(m) * tiles(k) } else { 0 };
     let count = CubeCount::Static(tiles(k) * tiles(n) + dx_cubes, 1, r as u32);
+    let scaled = scale.is_some();
+    // Unscaled, a one-element stand-in the kernel never reads.
+    let scale = scale
+        .unwrap_or_else(|| empty_device::<R, f32>(client.clone(), dx.device.clone(), [1].into()));
     // SAFETY: every read and write of the kernel is inside its tensor's shape.
     unsafe {
         backward_kernel::launch_unchecked::<f32, R>(
@@ -416,8 +438,10 @@ pub fn backward<R: CubeRuntime>(
             dw.clone().into_tensor_arg(),
             db.clone().into_tensor_arg(),
             dx.clone().into_tensor_arg(),
+            scale.into_tensor_arg(),
             act,
             with_dx,
+            scaled,
         );
     }
     (with_dx.then_some(dx), dw, db)

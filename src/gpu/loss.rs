@@ -6,7 +6,8 @@
 //!   the label's, as `argmax`; for a binary classifier, `z > 0` exactly when `y` is 1), summed
 //!   by one cube in a fixed order into the mean loss and the correct count;
 //! - backward: `(softmax(z) - onehot(label)) · grad / rows` (binary: `(sigmoid(z) - y) · grad
-//!   / rows`), a unit per row.
+//!   / rows`), a unit per row; or, for a classifier's head (`ops::classifier_head`), made by
+//!   the forward for `grad` 1 and scaled where the output layer's backward reads it.
 
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, ops::numeric::empty_device};
@@ -77,13 +78,42 @@ fn binary_row_hit<F: Float>(v: F, y: F) -> F {
     }
 }
 
+/// Row `r`'s gradient for a loss gradient of 1, `(sigmoid(v) - y) / rows` (binary) or
+/// `(softmax(z) - onehot(label)) / rows`, each element as the backward kernel makes it.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn row_grad<F: Float>(
+    z: &Tensor<F>,
+    dz: &mut Tensor<F>,
+    r: usize,
+    label: usize,
+    y: F,
+    lse: F,
+    #[comptime] binary: bool,
+) {
+    let scale = F::new(1.0) / F::cast_from(z.shape(0));
+    if binary {
+        let p = F::new(1.0) / (F::new(1.0) + F::exp(-z[r * z.stride(0)]));
+        dz[r * dz.stride(0)] = (p - y) * scale;
+    } else {
+        for j in 0..z.shape(1) {
+            let p = F::exp(z[r * z.stride(0) + j * z.stride(1)] - lse);
+            let hit = if j == label { F::new(1.0) } else { F::new(0.0) };
+            dz[r * dz.stride(0) + j * dz.stride(1)] = (p - hit) * scale;
+        }
+    }
+}
+
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 fn forward_kernel<F: Float, I: Int>(
     z: &Tensor<F>,
     labels: &Tensor<I>,
     loss: &mut Tensor<F>,
     correct: &mut Tensor<F>,
+    dz: &mut Tensor<F>,
     #[comptime] binary: bool,
+    #[comptime] with_grad: bool,
 ) {
     let units = comptime![UNITS];
     let rows = z.shape(0);
@@ -99,12 +129,18 @@ fn forward_kernel<F: Float, I: Int>(
             let y = F::cast_from(labels[r * labels.stride(0)]);
             l += binary_row_loss::<F>(v, y);
             h += binary_row_hit::<F>(v, y);
+            if with_grad {
+                row_grad::<F>(z, dz, r, 0, y, F::new(0.0), binary);
+            }
         } else {
             let label = usize::cast_from(labels[r * labels.stride(0)]);
             let at = row_argmax::<F>(z, r);
             let max = z[r * z.stride(0) + at * z.stride(1)];
             let lse = max + row_log_sum::<F>(z, r, max);
             l += lse - z[r * z.stride(0) + label * z.stride(1)];
+            if with_grad {
+                row_grad::<F>(z, dz, r, label, F::new(0.0), lse, binary);
+            }
             let hit = if at == label {
                 F::new(1.0)
             } else {
@@ -166,10 +202,38 @@ pub fn forward<R: CubeRuntime>(
     labels: CubeTensor<R>,
     binary: bool,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
+    let (loss, correct, _) = forward_with(logits, labels, binary, false);
+    (loss, correct)
+}
+
+/// [`forward`], and the logits' gradient for a loss gradient of 1 (what [`backward`] gives
+/// for `grad` 1, bit for bit), in the same launch.
+pub fn forward_with_grad<R: CubeRuntime>(
+    logits: CubeTensor<R>,
+    labels: CubeTensor<R>,
+    binary: bool,
+) -> [CubeTensor<R>; 3] {
+    let (loss, correct, dz) = forward_with(logits, labels, binary, true);
+    [loss, correct, dz]
+}
+
+fn forward_with<R: CubeRuntime>(
+    logits: CubeTensor<R>,
+    labels: CubeTensor<R>,
+    binary: bool,
+    with_grad: bool,
+) -> (CubeTensor<R>, CubeTensor<R>, CubeTensor<R>) {
     let (client, device) = (logits.client.clone(), logits.device.clone());
     let loss = empty_device::<R, f32>(client.clone(), device.clone(), [1].into());
-    let correct = empty_device::<R, f32>(client.clone(), device, [1].into());
-    // SAFETY: each row's reads are inside its row; the one cube writes element 0 of each output.
+    let correct = empty_device::<R, f32>(client.clone(), device.clone(), [1].into());
+    // Without the gradient, a one-element stand-in the kernel never touches.
+    let dz_shape = match with_grad {
+        true => logits.meta.shape().clone(),
+        false => [1].into(),
+    };
+    let dz = empty_device::<R, f32>(client.clone(), device, dz_shape);
+    // SAFETY: each row's reads and writes are inside its row; the one cube writes element 0 of
+    // the loss and the count.
     unsafe {
         forward_kernel::launch_unchecked::<f32, i32, R>(
             &client,
@@ -179,10 +243,12 @@ pub fn forward<R: CubeRuntime>(
             labels.into_tensor_arg(),
             loss.clone().into_tensor_arg(),
             correct.clone().into_tensor_arg(),
+            dz.clone().into_tensor_arg(),
             binary,
+            with_grad,
         );
     }
-    (loss, correct)
+    (loss, correct, dz)
 }
 
 /// The gradient of [`forward`]'s loss with respect to the logits, for the loss's gradient

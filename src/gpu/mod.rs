@@ -7,7 +7,10 @@
 //! - SGD's and Adam's updates of a parameter (`update`), and of all of a model's parameters
 //!   together (`group`),
 //! - a classifier's cross-entropy (of classes, or binary on one logit) with its correct rows,
-//!   and its gradient (`loss`).
+//!   and its gradient (`loss`);
+//! - a classifier's head: its output layer and loss forward in one operation (two launches),
+//!   whose loss launch also makes the logits' gradient for a loss gradient of 1, and backward
+//!   in one launch, the layer's, which scales that gradient by the loss's as it reads it.
 //!
 //! What a kernel does not take (the gradient of an input that replicas share, a per-replica
 //! learning rate, a layer too large for one launch's grid) falls back to the composition (`ops::composed`), as
@@ -21,7 +24,8 @@ mod stream;
 mod update;
 
 use crate::ops::{
-    Activation, AdamStep, EmberBackend, LinearGrads, LossAndCorrect, Lr, composed, replicas_of,
+    Activation, AdamStep, EmberBackend, Head, HeadKept, LinearGrads, LossAndCorrect, Lr, composed,
+    replicas_of,
 };
 use burn::tensor::Shape;
 use burn::tensor::ops::{FloatTensor, IntTensor};
@@ -231,37 +235,12 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
         if path::chosen("linear_backward", layer_way(&x, &w, need_dx)).is_err() {
             return composed::fused_linear_backward::<Self>((x, w, y, grad), act, need_dx);
         }
-        let (x_shape, w_shape) = (x.shape.clone(), w.shape.clone());
-        let b_shape = match replicas_of(&w) {
-            Some(k) => Shape::new([k, w_shape[2]]),
-            None => Shape::new([w_shape[1]]),
-        };
-        let code = act_code(act);
-        let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
-            let inputs = (
-                float::<R, BT>(h, &ins[0]),
-                float::<R, BT>(h, &ins[1]),
-                float::<R, BT>(h, &ins[2]),
-                float::<R, BT>(h, &ins[3]),
-            );
-            let (dx, dw, db) = linear::backward::<R>(inputs, code, need_dx);
-            put::<R, BT>(h, &outs[0], dw);
-            put::<R, BT>(h, &outs[1], db);
-            if let Some(dx) = dx {
-                put::<R, BT>(h, &outs[2], dx);
-            }
-        });
-        let mut shapes = vec![w_shape, b_shape];
-        if need_dx {
-            shapes.push(x_shape);
-        }
-        let mut out = register::<Cube<R, BT>>("linear_backward", vec![x, w, y, grad], shapes, run);
-        let (dw, db) = (out.remove(0), out.remove(0));
-        LinearGrads {
-            dx: need_dx.then(|| out.remove(0)),
-            dw,
-            db,
-        }
+        layer_backward::<R, BT>(
+            "linear_backward",
+            vec![x, w, y, grad],
+            act_code(act),
+            need_dx,
+        )
     }
 
     fn fused_cross_entropy() -> bool {
@@ -300,6 +279,108 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
         classifier_loss_backward::<R, BT>(logits, labels, grad, true)
+    }
+
+    fn classifier_head(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+        binary: bool,
+    ) -> Head<Self> {
+        if path::chosen("classifier_head", head_way(&x, &w, false)).is_err() {
+            return composed::classifier_head::<Self>((x, w, b), labels, binary);
+        }
+        let logits = Shape::new([x.shape[0], w.shape[1]]);
+        let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+            let [x, w, b] = [0, 1, 2].map(|i| float::<R, BT>(h, &ins[i]));
+            let labels = h.get_int_tensor::<Cube<R, BT>>(&ins[3]);
+            let logits = linear::forward::<R>(x, w, b, linear::IDENTITY);
+            let [loss, correct, dz] = loss::forward_with_grad::<R>(logits.clone(), labels, binary);
+            for (out, t) in outs.iter().zip([loss, correct, logits, dz]) {
+                put::<R, BT>(h, out, t);
+            }
+        });
+        let shapes = vec![Shape::new([1]), Shape::new([1]), logits.clone(), logits];
+        let inputs = vec![x, w, b, labels];
+        let out = register::<Cube<R, BT>>("classifier_head", inputs, shapes, run);
+        let mut out = out.into_iter();
+        let mut next = || out.next().expect("the head's four outputs");
+        Head {
+            loss: next(),
+            correct: next(),
+            logits: next(),
+            dlogits: next(),
+        }
+    }
+
+    fn classifier_head_backward(
+        (x, w, logits, dlogits): HeadKept<Self>,
+        grad: FloatTensor<Self>,
+        need_dx: bool,
+    ) -> LinearGrads<Self> {
+        if path::chosen("classifier_head_backward", head_way(&x, &w, need_dx)).is_err() {
+            let kept = (x, w, logits, dlogits);
+            return composed::classifier_head_backward::<Self>(kept, grad, need_dx);
+        }
+        let inputs = vec![x, w, logits, dlogits, grad];
+        layer_backward::<R, BT>(
+            "classifier_head_backward",
+            inputs,
+            linear::IDENTITY,
+            need_dx,
+        )
+    }
+}
+
+/// Whether a classifier's head takes ember's kernels: a layer they take, of one model (not
+/// replicas), whose loss they compute.
+fn head_way<F: burn_fusion::FusionRuntime>(
+    x: &burn_fusion::FusionTensor<F>,
+    w: &burn_fusion::FusionTensor<F>,
+    need_dx: bool,
+) -> Result<(), path::Reason> {
+    layer_way(x, w, need_dx)?;
+    match x.shape.num_dims() == 2 && w.shape.num_dims() == 2 {
+        true => Ok(()),
+        false => Err("replicas"),
+    }
+}
+
+/// A dense layer's backward (`linear::backward`) as one operation: `inputs` are `x`,
+/// `w`, the output `y` and its gradient `g`, and, where a fifth is given, the scale `[1]` that
+/// `g` is read times. Gives `dw`, `db` and (`need_dx`) `dx`.
+fn layer_backward<R: CubeRuntime, BT: BoolElement>(
+    name: &'static str,
+    inputs: Vec<FloatTensor<Fusion<Cube<R, BT>>>>,
+    act: u32,
+    need_dx: bool,
+) -> LinearGrads<Fusion<Cube<R, BT>>> {
+    let (x_shape, w_shape) = (inputs[0].shape.clone(), inputs[1].shape.clone());
+    let b_shape = match replicas_of(&inputs[1]) {
+        Some(k) => Shape::new([k, w_shape[2]]),
+        None => Shape::new([w_shape[1]]),
+    };
+    let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+        let [x, w, y, g] = [0, 1, 2, 3].map(|i| float::<R, BT>(h, &ins[i]));
+        let scale = ins.get(4).map(|s| float::<R, BT>(h, s));
+        let (dx, dw, db) = linear::backward::<R>((x, w, y, g), scale, act, need_dx);
+        put::<R, BT>(h, &outs[0], dw);
+        put::<R, BT>(h, &outs[1], db);
+        if let Some(dx) = dx {
+            put::<R, BT>(h, &outs[2], dx);
+        }
+    });
+    let mut shapes = vec![w_shape, b_shape];
+    if need_dx {
+        shapes.push(x_shape);
+    }
+    let mut out = register::<Cube<R, BT>>(name, inputs, shapes, run);
+    let (dw, db) = (out.remove(0), out.remove(0));
+    LinearGrads {
+        dx: need_dx.then(|| out.remove(0)),
+        dw,
+        db,
     }
 }
 

@@ -301,3 +301,66 @@ fn the_binary_cross_entropy_matches_the_composition() {
         close(&values_nd(got), &values_nd(want), &format!("dz {rows}"));
     }
 }
+
+/// Class labels `[rows]`, or 0/1 labels `[rows, 1]` (`binary`), cycling through `classes`.
+fn labels(rows: usize, classes: usize, binary: bool) -> IntTensor<G> {
+    let classes = if binary { 2 } else { classes };
+    let labels: Vec<i32> = (0..rows).map(|r| ((r * 7 + 3) % classes) as i32).collect();
+    let labels = Tensor::<G, 1, Int>::from_ints(labels.as_slice(), &device());
+    match binary {
+        true => labels.reshape([rows, 1]).into_primitive(),
+        false => labels.into_primitive(),
+    }
+}
+
+/// A classifier's head (its output layer and loss in one operation, the logits' gradient made
+/// by the loss's launch and scaled in the layer's backward) against Burn's compositions of the
+/// layer and the loss, each way; its logits' gradient is the loss kernel's for a loss gradient
+/// of 1, bit for bit.
+#[test]
+fn a_classifier_head_matches_the_layer_and_the_loss_composed() {
+    for (m, k, n, binary) in [(1, 3, 1, true), (37, 70, 1, true), (64, 100, 10, false)] {
+        let (x, w, b) = (random(&[m, k], 16), random(&[k, n], 17), random(&[n], 18));
+        let y = labels(m, n, binary);
+        let head = G::classifier_head(x.clone(), w.clone(), b.clone(), y.clone(), binary);
+        let z = composed::fused_linear::<G>(x.clone(), w.clone(), b, Activation::Identity);
+        let (loss, correct) = match binary {
+            true => composed::binary_cross_entropy::<G>(z.clone(), y.clone()),
+            false => composed::cross_entropy::<G>(z.clone(), y.clone()),
+        };
+        let what = format!("{m}x{k}x{n}");
+        close(&values(head.loss), &values(loss), &format!("loss {what}"));
+        assert_eq!(values(head.correct), values(correct), "correct {what}");
+        close(
+            &values_nd(head.logits.clone()),
+            &values_nd(z.clone()),
+            &what,
+        );
+        let one = Tensor::<G, 1>::ones([1], &device())
+            .into_primitive()
+            .tensor();
+        let unit = match binary {
+            true => G::binary_cross_entropy_backward(head.logits.clone(), y.clone(), one),
+            false => G::cross_entropy_backward(head.logits.clone(), y.clone(), one),
+        };
+        assert_eq!(values_nd(head.dlogits.clone()), values_nd(unit), "{what}");
+        let grad = random(&[1], 19);
+        let dz = match binary {
+            true => composed::binary_cross_entropy_backward::<G>(z.clone(), y, grad.clone()),
+            false => composed::cross_entropy_backward::<G>(z.clone(), y, grad.clone()),
+        };
+        for need_dx in [false, true] {
+            let kept = (
+                x.clone(),
+                w.clone(),
+                head.logits.clone(),
+                head.dlogits.clone(),
+            );
+            let got = G::classifier_head_backward(kept, grad.clone(), need_dx);
+            let inputs = (x.clone(), w.clone(), z.clone(), dz.clone());
+            let want = composed::fused_linear_backward::<G>(inputs, Activation::Identity, need_dx);
+            assert_eq!(got.dx.is_some(), need_dx);
+            close_grads(got, want, &format!("head {what}"));
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! ember's operations on Burn's autodiff backend: each forward records its own backward.
 
-use super::{Activation, EmberBackend, LossAndCorrect};
+use super::{Activation, EmberBackend, Head, LinearGrads, LossAndCorrect};
 use burn::backend::Autodiff;
+use burn::backend::autodiff::NodeId;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -101,6 +102,16 @@ impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let ops: ClassifierLoss<B> = (B::binary_cross_entropy, B::binary_cross_entropy_backward);
         recorded_classifier_loss::<B, C>(ops, logits, labels)
+    }
+
+    fn classifier_head(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+        binary: bool,
+    ) -> Head<Self> {
+        recorded_head::<B, C>([x, w, b], labels, binary)
     }
 
     fn bce_logits(logits: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -375,19 +386,11 @@ fn recorded_linear<B: EmberBackend, C: CheckpointStrategy>(
         );
 
         fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
-            let [node_x, node_w, node_b] = ops.parents;
             let grad = grads.consume::<B>(&ops.node);
             let (x, w, y, act) = ops.state;
-            let g = B::fused_linear_backward(x, w, y, grad, act, node_x.is_some());
-            if let (Some(node), Some(dx)) = (node_x, g.dx) {
-                grads.register::<B>(node.id, dx);
-            }
-            if let Some(node) = node_w {
-                grads.register::<B>(node.id, g.dw);
-            }
-            if let Some(node) = node_b {
-                grads.register::<B>(node.id, g.db);
-            }
+            let need_dx = ops.parents[0].is_some();
+            let g = B::fused_linear_backward(x, w, y, grad, act, need_dx);
+            register_layer_grads::<B>(grads, ops.parents.map(|p| p.map(|n| n.id)), g);
         }
     }
 
@@ -403,6 +406,62 @@ fn recorded_linear<B: EmberBackend, C: CheckpointStrategy>(
         OpsKind::UnTracked(prep) => {
             prep.finish(forward(x.primitive, w.primitive, b.primitive, act))
         }
+    }
+}
+
+/// A layer's gradients, each for its parent (`x`, `w`, `b`) where that is tracked.
+fn register_layer_grads<B: EmberBackend>(
+    grads: &mut Gradients,
+    [x, w, b]: [Option<NodeId>; 3],
+    g: LinearGrads<B>,
+) {
+    if let (Some(x), Some(dx)) = (x, g.dx) {
+        grads.register::<B>(x, dx);
+    }
+    if let Some(w) = w {
+        grads.register::<B>(w, g.dw);
+    }
+    if let Some(b) = b {
+        grads.register::<B>(b, g.db);
+    }
+}
+
+/// A classifier's head (its output layer and loss) as one autodiff node whose parents are the
+/// layer's input, weight and bias: it keeps what the inner backend's backward reads, and only
+/// the loss carries a gradient.
+fn recorded_head<B: EmberBackend, C: CheckpointStrategy>(
+    [x, w, b]: [FloatTensor<Autodiff<B, C>>; 3],
+    labels: IntTensor<Autodiff<B, C>>,
+    binary: bool,
+) -> Head<Autodiff<B, C>> {
+    #[derive(Debug)]
+    struct HeadBackward;
+
+    impl<B: EmberBackend> Backward<B, 3> for HeadBackward {
+        type State = super::HeadKept<B>;
+
+        fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let grad = grads.consume::<B>(&ops.node);
+            let need_dx = ops.parents[0].is_some();
+            let g = B::classifier_head_backward(ops.state, grad, need_dx);
+            register_layer_grads::<B>(grads, ops.parents.map(|p| p.map(|n| n.id)), g);
+        }
+    }
+
+    let nodes = [x.node.clone(), w.node.clone(), b.node.clone()];
+    let (xp, wp) = (x.primitive, w.primitive);
+    let head = B::classifier_head(xp.clone(), wp.clone(), b.primitive, labels, binary);
+    let kept = (xp, wp, head.logits.clone(), head.dlogits.clone());
+    let loss = match HeadBackward.prepare::<C>(nodes).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => prep.finish(kept, head.loss),
+        OpsKind::UnTracked(prep) => prep.finish(head.loss),
+    };
+    let untracked = <Autodiff<B, C>>::from_inner;
+    Head {
+        loss,
+        correct: untracked(head.correct),
+        logits: untracked(head.logits),
+        dlogits: untracked(head.dlogits),
     }
 }
 

@@ -3,7 +3,8 @@
 //! a backend whose kernel declines a case (replicas, a size it does not take) falls back to.
 
 use super::{
-    Activation, AdamStep, ConvGrads, EmberBackend, LinearGrads, Lr, per_replica, replicas_of,
+    Activation, AdamStep, ConvGrads, EmberBackend, Head, HeadKept, LinearGrads, Lr, per_replica,
+    replicas_of,
 };
 use burn::prelude::*;
 use burn::tensor::ops::{FloatTensor, IntTensor};
@@ -151,6 +152,45 @@ pub fn cross_entropy_backward<B: Backend>(
     let scale = float::<B, 1>(grad).div_scalar(rows as f32).reshape([1, 1]);
     let dz = (burn::tensor::activation::softmax(z, 1) - onehot) * scale;
     dz.into_primitive().tensor()
+}
+
+/// A classifier's output layer then its loss, and the logits' gradient for a loss gradient of
+/// 1, by the backend's own layer and loss.
+pub fn classifier_head<B: EmberBackend>(
+    (x, w, b): (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>),
+    labels: IntTensor<B>,
+    binary: bool,
+) -> Head<B> {
+    let logits = B::fused_linear(x, w, b, Activation::Identity);
+    let one = Tensor::<B, 1>::ones([1], &B::float_device(&logits));
+    let one = one.into_primitive().tensor();
+    let ((loss, correct), dlogits) = match binary {
+        true => (
+            B::binary_cross_entropy(logits.clone(), labels.clone()),
+            B::binary_cross_entropy_backward(logits.clone(), labels, one),
+        ),
+        false => (
+            B::cross_entropy(logits.clone(), labels.clone()),
+            B::cross_entropy_backward(logits.clone(), labels, one),
+        ),
+    };
+    Head {
+        loss,
+        correct,
+        logits,
+        dlogits,
+    }
+}
+
+/// The output layer's gradients for the logits' gradient `dlogits · grad`.
+pub fn classifier_head_backward<B: EmberBackend>(
+    (x, w, logits, dlogits): HeadKept<B>,
+    grad: FloatTensor<B>,
+    need_dx: bool,
+) -> LinearGrads<B> {
+    let g = float::<B, 2>(dlogits) * float::<B, 1>(grad).reshape([1, 1]);
+    let g = g.into_primitive().tensor();
+    B::fused_linear_backward(x, w, logits, g, Activation::Identity, need_dx)
 }
 
 /// A binary classifier's mean cross-entropy on logits `[n, 1]` against 0/1 `labels` `[n, 1]`

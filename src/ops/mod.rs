@@ -250,6 +250,34 @@ pub trait EmberBackend: Backend {
         composed::binary_cross_entropy_backward::<Self>(logits, labels, grad)
     }
 
+    /// A classifier's output layer and loss as one operation: `logits = x · w + b` (`x`
+    /// `[m, k]`, `w` `[k, n]`, `b` `[n]`), then [`cross_entropy`](Self::cross_entropy) against
+    /// class `labels` `[m]` or, `binary`, [`binary_cross_entropy`](Self::binary_cross_entropy)
+    /// against 0/1 `labels` `[m, 1]`. It also gives the logits and their gradient for a loss
+    /// gradient of 1, which [`classifier_head_backward`](Self::classifier_head_backward) scales
+    /// by the loss's (the GPU's: the loss's launch makes that gradient, and the layer's
+    /// backward scales it as it reads it, where the loss's gradient took a launch of its own).
+    fn classifier_head(
+        x: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        b: FloatTensor<Self>,
+        labels: IntTensor<Self>,
+        binary: bool,
+    ) -> Head<Self> {
+        composed::classifier_head::<Self>((x, w, b), labels, binary)
+    }
+
+    /// The gradients of [`classifier_head`](Self::classifier_head)'s loss with respect to `x`
+    /// (when `need_dx`), `w` and `b`, from what the head kept and the loss's gradient `grad`
+    /// `[1]`.
+    fn classifier_head_backward(
+        kept: HeadKept<Self>,
+        grad: FloatTensor<Self>,
+        need_dx: bool,
+    ) -> LinearGrads<Self> {
+        composed::classifier_head_backward::<Self>(kept, grad, need_dx)
+    }
+
     /// linear-scalar's K replicas and their mean squared errors in one operation: each replica's
     /// loss `[K]`. `x` is `[n, c + 1]` (shared by every replica) or `[K, n, c + 1]`, its last
     /// column the scalar input `f`; `y` `[n, 1]` or `[K·n, 1]`; `w` `[K, c, 1]`; `p` `[K]`.
@@ -486,6 +514,30 @@ pub fn binary_cross_entropy<B: EmberBackend>(
     (float_tensor(loss), float_tensor(correct))
 }
 
+/// A classifier's output `layer` on `x` and its loss against `labels` in one operation
+/// ([`EmberBackend::classifier_head`]): the mean loss and the correct rows, as
+/// [`linear`] then [`cross_entropy`] (`binary`: [`binary_cross_entropy`]) give them. For
+/// backends with a loss of their own ([`EmberBackend::fused_cross_entropy`]).
+pub fn classifier_head<B: EmberBackend, const D: usize>(
+    x: Tensor<B, 2>,
+    layer: &burn::nn::Linear<B>,
+    labels: Tensor<B, D, Int>,
+    binary: bool,
+) -> (Tensor<B, 1>, Tensor<B, 1>) {
+    let bias = layer
+        .bias
+        .as_ref()
+        .expect("a classifier's output layer has a bias");
+    let head = B::classifier_head(
+        x.into_primitive().tensor(),
+        layer.weight.val().into_primitive().tensor(),
+        bias.val().into_primitive().tensor(),
+        labels.into_primitive(),
+        binary,
+    );
+    (float_tensor(head.loss), float_tensor(head.correct))
+}
+
 /// A float primitive as a tensor.
 fn float_tensor<B: Backend, const D: usize>(t: FloatTensor<B>) -> Tensor<B, D> {
     Tensor::from_primitive(TensorPrimitive::Float(t))
@@ -493,6 +545,24 @@ fn float_tensor<B: Backend, const D: usize>(t: FloatTensor<B>) -> Tensor<B, D> {
 
 /// A classifier's mean loss `[1]` and its count `[1]` of correct rows.
 pub type LossAndCorrect<B> = (FloatTensor<B>, FloatTensor<B>);
+
+/// What [`EmberBackend::classifier_head`] gives: the mean loss `[1]`, the correct rows `[1]`,
+/// the logits, and the logits' gradient for a loss gradient of 1.
+pub struct Head<B: Backend> {
+    pub loss: FloatTensor<B>,
+    pub correct: FloatTensor<B>,
+    pub logits: FloatTensor<B>,
+    pub dlogits: FloatTensor<B>,
+}
+
+/// What a classifier's head keeps for its backward: the layer's input `x` and weight `w`, the
+/// logits, and their gradient for a loss gradient of 1.
+pub type HeadKept<B> = (
+    FloatTensor<B>,
+    FloatTensor<B>,
+    FloatTensor<B>,
+    FloatTensor<B>,
+);
 
 /// The gradients of a linear layer.
 pub struct LinearGrads<B: Backend> {

@@ -542,3 +542,59 @@ fn batch_norm_kernels_match_the_composition() {
         .into_data()
         .assert_approx_eq(&back3(theirs).into_data(), tol);
 }
+
+/// A classifier's head (its output layer and loss as one autodiff node, through the
+/// compositions every backend without its own head runs) against ember's layer then Burn's
+/// loss: the same loss and correct rows, and the same gradients of the layer's input, weight
+/// and bias, for classes and for a binary classifier.
+#[test]
+fn a_classifier_head_matches_the_layer_then_the_loss() {
+    use burn::nn::LinearConfig;
+    let device = Default::default();
+    for (classes, binary) in [(7, false), (1, true)] {
+        let layer = LinearConfig::new(13, classes).init::<A>(&device);
+        let x = Tensor::<A, 2>::random([29, 13], Distribution::Normal(0.0, 1.5), &device);
+        let labels: Vec<i64> = (0..29)
+            .map(|r| (r * 5 + 2) % classes.max(2) as i64)
+            .collect();
+        let labels = Tensor::<A, 1, Int>::from_ints(labels.as_slice(), &device);
+        let grads_of = |head: bool| {
+            let x = x.clone().require_grad();
+            let (loss, correct) = match (head, binary) {
+                (true, false) => classifier_head(x.clone(), &layer, labels.clone(), false),
+                (true, true) => classifier_head(
+                    x.clone(),
+                    &layer,
+                    labels.clone().unsqueeze_dim::<2>(1),
+                    true,
+                ),
+                (false, false) => cross_entropy(
+                    linear(x.clone(), &layer, Activation::Identity),
+                    labels.clone(),
+                ),
+                (false, true) => binary_cross_entropy(
+                    linear(x.clone(), &layer, Activation::Identity),
+                    labels.clone().unsqueeze_dim(1),
+                ),
+            };
+            let grads = (loss.clone() * 3.0).backward();
+            let grad = |t: Tensor<A, 2>| t.grad(&grads).expect("a gradient").into_data();
+            let bias = layer.bias.as_ref().expect("a bias").val();
+            let db = bias.grad(&grads).expect("a gradient").into_data();
+            (
+                loss.into_data(),
+                correct.into_data(),
+                [grad(x), grad(layer.weight.val())],
+                db,
+            )
+        };
+        let (head, composed) = (grads_of(true), grads_of(false));
+        let tolerance = Tolerance::<f32>::default();
+        head.0.assert_approx_eq(&composed.0, tolerance);
+        assert_eq!(head.1, composed.1, "correct rows");
+        for (got, want) in head.2.iter().zip(&composed.2) {
+            got.assert_approx_eq::<f32>(want, tolerance);
+        }
+        head.3.assert_approx_eq::<f32>(&composed.3, tolerance);
+    }
+}
