@@ -8,6 +8,7 @@
 //!   together (`group`),
 //! - a classifier's cross-entropy (of classes, or binary on one logit) with its correct rows,
 //!   and its gradient (`loss`);
+//! - a convolutional network's train-time shifts and mirrors of its images (`augment`);
 //! - a classifier's head: its output layer and loss forward in one operation (two launches),
 //!   whose loss launch also makes the logits' gradient for a loss gradient of 1, and backward
 //!   in one launch, the layer's, which scales that gradient by the loss's as it reads it.
@@ -16,6 +17,7 @@
 //! learning rate, a layer too large for one launch's grid) falls back to the composition (`ops::composed`), as
 //! everything does with `EMBER_GPU_KERNELS=0` (for comparing the two).
 
+mod augment;
 mod group;
 mod linear;
 mod loss;
@@ -279,6 +281,20 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
         classifier_loss_backward::<R, BT>(logits, labels, grad, true)
+    }
+
+    fn augment(maps: FloatTensor<Self>, draws: IntTensor<Self>) -> FloatTensor<Self> {
+        if path::chosen("augment", if kernels_on() { Ok(()) } else { Err(OFF) }).is_err() {
+            return composed::augment::<Self>(maps, draws);
+        }
+        let shape = maps.shape.clone();
+        let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+            let maps = float::<R, BT>(h, &ins[0]);
+            let draws = h.get_int_tensor::<Cube<R, BT>>(&ins[1]);
+            put::<R, BT>(h, &outs[0], augment::augment::<R>(maps, draws));
+        });
+        let mut out = register::<Cube<R, BT>>("augment", vec![maps, draws], vec![shape], run);
+        out.remove(0)
     }
 
     fn classifier_head(

@@ -364,3 +364,19 @@ fn a_classifier_head_matches_the_layer_and_the_loss_composed() {
         }
     }
 }
+
+/// The augmentation's kernel gives the composition's pixels exactly: shifts both ways past
+/// the edges, mirrored and not, on several channels.
+#[test]
+fn the_augmentation_matches_the_composition() {
+    let (n, c, h, w) = (6, 3, 5, 7);
+    let maps = random(&[n, c, h, w], 20);
+    let draws: Vec<i32> = (0..n as i32)
+        .flat_map(|i| [i % 5 - 2, 3 - i % 7, i % 2])
+        .collect();
+    let draws = Tensor::<G, 1, Int>::from_ints(draws.as_slice(), &device()).reshape([n, 3]);
+    let draws = draws.into_primitive();
+    let got = G::augment(maps.clone(), draws.clone());
+    let want = composed::augment::<G>(maps, draws);
+    assert_eq!(values_nd(got), values_nd(want));
+}

@@ -5,10 +5,11 @@
 //! The draws (a shift and a flip per image) come from the step's seed, which the training loop
 //! mixes from (run seed, epoch, step) as for dropout, so a resumed run sees the same images.
 //! They are a few bytes per image, made on the host and uploaded; the pixels never leave the
-//! device: one gather of the maps by an index built there, and a mask for the zeros. The same
-//! Burn operations run on every backend.
+//! device: `ops::augment` (Burn's gather of the maps by an index built there, and a mask for
+//! the zeros; on the GPU one kernel of ember's).
 
 use crate::config::Augment;
+use crate::ops::EmberBackend;
 use burn::prelude::*;
 use burn::tensor::TensorData;
 
@@ -39,33 +40,13 @@ fn draws(n: usize, augment: Augment, seed: u64) -> Vec<Draw> {
 /// `maps` `[n, channels, height, width]` with each image shifted and mirrored as drawn from
 /// `seed`: output pixel (r, c) of image i is input pixel (r + dy, c' + dx), with c' = w-1-c
 /// where the image is mirrored and c elsewhere, or 0 outside the image.
-pub fn augment<B: Backend>(maps: Tensor<B, 4>, augment: Augment, seed: u64) -> Tensor<B, 4> {
-    let [n, c, h, w] = maps.dims();
-    let device = maps.device();
+pub fn augment<B: EmberBackend>(maps: Tensor<B, 4>, augment: Augment, seed: u64) -> Tensor<B, 4> {
+    let n = maps.dims()[0];
     let flat: Vec<i64> = (draws(n, augment, seed).iter())
         .flat_map(|d| [d.dy, d.dx, d.flip])
         .collect();
-    let draws = Tensor::<B, 2, Int>::from_data(TensorData::new(flat, [n, 3]), &device);
-    let column = |j: usize| draws.clone().slice([0..n, j..j + 1]);
-    let (dy, dx, flip) = (column(0), column(1), column(2));
-    let (h, w) = (h as i64, w as i64);
-    let pixel = Tensor::<B, 1, Int>::arange(0..h * w, &device).reshape([1, h * w]);
-    let row = pixel.clone().div_scalar(w);
-    let col = pixel.remainder_scalar(w);
-    // c + flip·(w-1-2c): the mirrored column where flip is 1.
-    let col = col.clone() + flip * col.mul_scalar(-2).add_scalar(w - 1);
-    let (src_row, src_col) = (row + dy, col + dx);
-    let (row_in, col_in) = (
-        src_row.clone().clamp(0, h - 1),
-        src_col.clone().clamp(0, w - 1),
-    );
-    let inside = src_row.equal(row_in.clone()).float() * src_col.equal(col_in.clone()).float();
-    let index = (row_in.mul_scalar(w) + col_in)
-        .unsqueeze_dim::<3>(1)
-        .repeat_dim(1, c);
-    let hw = (h * w) as usize;
-    (maps.reshape([n, c, hw]).gather(2, index) * inside.unsqueeze_dim::<3>(1))
-        .reshape([n, c, h as usize, w as usize])
+    let draws = Tensor::<B, 2, Int>::from_data(TensorData::new(flat, [n, 3]), &maps.device());
+    crate::ops::augment(maps, draws)
 }
 
 #[cfg(test)]

@@ -16,6 +16,11 @@ impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
         Self::from_inner(B::data_slice(Self::inner(tensor), slices))
     }
 
+    fn augment(maps: FloatTensor<Self>, draws: IntTensor<Self>) -> FloatTensor<Self> {
+        debug_assert!(!maps.is_tracked(), "data is never tracked");
+        Self::from_inner(B::augment(Self::inner(maps), draws))
+    }
+
     fn fused_linear(
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,

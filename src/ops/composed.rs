@@ -427,3 +427,35 @@ pub fn bce_backward<B: Backend>(
     );
     B::float_mul(B::float_sub(B::sigmoid(z), y), scale)
 }
+
+/// Each image of `maps` `[n, c, h, w]` shifted and mirrored by its row of `draws` `[n, 3]`
+/// (`dy`, `dx`, `flip`): output pixel (r, c) of image i is input pixel (r + dy, c' + dx), with
+/// c' = w-1-c where `flip` is 1 and c elsewhere, or 0 outside the image. One gather of the maps
+/// by an index built on the device, and a mask for the zeros.
+pub fn augment<B: Backend>(maps: FloatTensor<B>, draws: IntTensor<B>) -> FloatTensor<B> {
+    let maps = float::<B, 4>(maps);
+    let draws = Tensor::<B, 2, Int>::from_primitive(draws);
+    let [n, c, h, w] = maps.dims();
+    let device = maps.device();
+    let column = |j: usize| draws.clone().slice([0..n, j..j + 1]);
+    let (dy, dx, flip) = (column(0), column(1), column(2));
+    let (h, w) = (h as i64, w as i64);
+    let pixel = Tensor::<B, 1, Int>::arange(0..h * w, &device).reshape([1, h * w]);
+    let row = pixel.clone().div_scalar(w);
+    let col = pixel.remainder_scalar(w);
+    // c + flip·(w-1-2c): the mirrored column where flip is 1.
+    let col = col.clone() + flip * col.mul_scalar(-2).add_scalar(w - 1);
+    let (src_row, src_col) = (row + dy, col + dx);
+    let (row_in, col_in) = (
+        src_row.clone().clamp(0, h - 1),
+        src_col.clone().clamp(0, w - 1),
+    );
+    let inside = src_row.equal(row_in.clone()).float() * src_col.equal(col_in.clone()).float();
+    let index = (row_in.mul_scalar(w) + col_in)
+        .unsqueeze_dim::<3>(1)
+        .repeat_dim(1, c);
+    let hw = (h * w) as usize;
+    let out = (maps.reshape([n, c, hw]).gather(2, index) * inside.unsqueeze_dim::<3>(1))
+        .reshape([n, c, h as usize, w as usize]);
+    out.into_primitive().tensor()
+}

@@ -250,6 +250,13 @@ pub trait EmberBackend: Backend {
         composed::binary_cross_entropy_backward::<Self>(logits, labels, grad)
     }
 
+    /// Each image of the data `maps` `[n, c, h, w]` shifted and mirrored by its row of `draws`
+    /// `[n, 3]` (`dy`, `dx`, `flip`; `model::augment`), zeros where a shift leaves the image.
+    /// No gradient flows to data.
+    fn augment(maps: FloatTensor<Self>, draws: IntTensor<Self>) -> FloatTensor<Self> {
+        composed::augment::<Self>(maps, draws)
+    }
+
     /// A classifier's output layer and loss as one operation: `logits = x · w + b` (`x`
     /// `[m, k]`, `w` `[k, n]`, `b` `[n]`), then [`cross_entropy`](Self::cross_entropy) against
     /// class `labels` `[m]` or, `binary`, [`binary_cross_entropy`](Self::binary_cross_entropy)
@@ -536,6 +543,12 @@ pub fn classifier_head<B: EmberBackend, const D: usize>(
         binary,
     );
     (float_tensor(head.loss), float_tensor(head.correct))
+}
+
+/// [`EmberBackend::augment`] on tensors.
+pub fn augment<B: EmberBackend>(maps: Tensor<B, 4>, draws: Tensor<B, 2, Int>) -> Tensor<B, 4> {
+    let maps = B::augment(maps.into_primitive().tensor(), draws.into_primitive());
+    float_tensor(maps)
 }
 
 /// A float primitive as a tensor.
