@@ -78,8 +78,9 @@ fn binary_row_hit<F: Float>(v: F, y: F) -> F {
     }
 }
 
-/// Row `r`'s gradient for a loss gradient of 1, `(sigmoid(v) - y) / rows` (binary) or
-/// `(softmax(z) - onehot(label)) / rows`, each element as the backward kernel makes it.
+/// Row `r`'s gradient of the loss at `scale` (the loss's gradient over the rows):
+/// `(sigmoid(v) - y) · scale` (binary) or `(softmax(z) - onehot(label)) · scale`, `lse` the
+/// row's log-sum-exp.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn row_grad<F: Float>(
@@ -89,9 +90,9 @@ fn row_grad<F: Float>(
     label: usize,
     y: F,
     lse: F,
+    scale: F,
     #[comptime] binary: bool,
 ) {
-    let scale = F::new(1.0) / F::cast_from(z.shape(0));
     if binary {
         let p = F::new(1.0) / (F::new(1.0) + F::exp(-z[r * z.stride(0)]));
         dz[r * dz.stride(0)] = (p - y) * scale;
@@ -122,6 +123,8 @@ fn forward_kernel<F: Float, I: Int>(
     let mut hits = SharedMemory::<F>::new(units);
     let mut l = F::new(0.0);
     let mut h = F::new(0.0);
+    // The gradient's scale for a loss gradient of 1, as the backward kernel makes it.
+    let unit = F::new(1.0) / F::cast_from(rows);
     let mut r = u;
     while r < rows {
         if binary {
@@ -130,7 +133,7 @@ fn forward_kernel<F: Float, I: Int>(
             l += binary_row_loss::<F>(v, y);
             h += binary_row_hit::<F>(v, y);
             if with_grad {
-                row_grad::<F>(z, dz, r, 0, y, F::new(0.0), binary);
+                row_grad::<F>(z, dz, r, 0, y, F::new(0.0), unit, binary);
             }
         } else {
             let label = usize::cast_from(labels[r * labels.stride(0)]);
@@ -139,7 +142,7 @@ fn forward_kernel<F: Float, I: Int>(
             let lse = max + row_log_sum::<F>(z, r, max);
             l += lse - z[r * z.stride(0) + label * z.stride(1)];
             if with_grad {
-                row_grad::<F>(z, dz, r, label, F::new(0.0), lse, binary);
+                row_grad::<F>(z, dz, r, label, F::new(0.0), lse, unit, binary);
             }
             let hit = if at == label {
                 F::new(1.0)
@@ -173,23 +176,17 @@ fn backward_kernel<F: Float, I: Int>(
 ) {
     let rows = z.shape(0);
     let r = ABSOLUTE_POS;
-    if binary {
-        if r < rows {
-            let v = z[r * z.stride(0)];
+    let scale = grad[0] / F::cast_from(rows);
+    if r < rows {
+        if binary {
             let y = F::cast_from(labels[r * labels.stride(0)]);
-            let p = F::new(1.0) / (F::new(1.0) + F::exp(-v));
-            dz[r * dz.stride(0)] = (p - y) * (grad[0] / F::cast_from(rows));
-        }
-    } else if r < rows {
-        let label = usize::cast_from(labels[r * labels.stride(0)]);
-        let at = row_argmax::<F>(z, r);
-        let max = z[r * z.stride(0) + at * z.stride(1)];
-        let lse = max + row_log_sum::<F>(z, r, max);
-        let scale = grad[0] / F::cast_from(rows);
-        for j in 0..z.shape(1) {
-            let p = F::exp(z[r * z.stride(0) + j * z.stride(1)] - lse);
-            let hit = if j == label { F::new(1.0) } else { F::new(0.0) };
-            dz[r * dz.stride(0) + j * dz.stride(1)] = (p - hit) * scale;
+            row_grad::<F>(z, dz, r, 0, y, F::new(0.0), scale, binary);
+        } else {
+            let label = usize::cast_from(labels[r * labels.stride(0)]);
+            let at = row_argmax::<F>(z, r);
+            let max = z[r * z.stride(0) + at * z.stride(1)];
+            let lse = max + row_log_sum::<F>(z, r, max);
+            row_grad::<F>(z, dz, r, label, F::new(0.0), lse, scale, binary);
         }
     }
 }

@@ -45,6 +45,11 @@ fn kernels_on() -> bool {
     *ON.get_or_init(|| std::env::var("EMBER_GPU_KERNELS").map_or(true, |v| v != "0"))
 }
 
+/// The way of an operation whose kernel takes every case: ember's, unless turned off.
+fn kernels_way() -> Result<(), path::Reason> {
+    if kernels_on() { Ok(()) } else { Err(OFF) }
+}
+
 /// The most cubes a launch's first dimension takes on every API (WGSL's limit).
 const MAX_CUBES: usize = 65_535;
 
@@ -246,11 +251,7 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
     }
 
     fn fused_cross_entropy() -> bool {
-        path::chosen(
-            "classifier_loss",
-            if kernels_on() { Ok(()) } else { Err(OFF) },
-        )
-        .is_ok()
+        path::chosen("classifier_loss", kernels_way()).is_ok()
     }
 
     fn cross_entropy(
@@ -284,7 +285,7 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
     }
 
     fn augment(maps: FloatTensor<Self>, draws: IntTensor<Self>) -> FloatTensor<Self> {
-        if path::chosen("augment", if kernels_on() { Ok(()) } else { Err(OFF) }).is_err() {
+        if path::chosen("augment", kernels_way()).is_err() {
             return composed::augment::<Self>(maps, draws);
         }
         let shape = maps.shape.clone();
