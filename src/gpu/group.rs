@@ -2,7 +2,7 @@
 //! `[w, g, m, v]` (Adam) of an optimizer step in one custom operation, whose kernels
 //! (`update::sgd_group`, `adam_group`) update them all in one launch.
 
-use super::{Cube, MIN_UPDATE_ELEMENTS, float, kernels_on, path, put, stream, update};
+use super::{Cube, float, kernels_on, path, put, stream, update};
 use crate::ops::Lr;
 use burn::backend::ir::TensorIr;
 use burn::tensor::ops::FloatTensor;
@@ -12,19 +12,17 @@ use burn_fusion::{Fusion, FusionRuntime, FusionTensor};
 type T<R, BT> = FloatTensor<Fusion<Cube<R, BT>>>;
 
 /// Whether one operation updates `params` (each a parameter's tensors, its weights first), or
-/// why not. A model whose parameters are all small (linear-scalar's two) is left to Burn's
-/// fusion, which folds each update into the kernel that made its gradient.
+/// why not. Even a model whose parameters are all small (linear-scalar's two) gains: their
+/// gradients come from operations of ember's, into whose kernels Burn's fusion cannot fold an
+/// update, so each parameter's update would be a launch of its own.
 pub fn way<F: FusionRuntime, const N: usize>(
     params: &[[FusionTensor<F>; N]],
 ) -> Result<(), path::Reason> {
-    if !kernels_on() {
-        return Err(super::OFF);
+    match (kernels_on(), params.is_empty()) {
+        (false, _) => Err(super::OFF),
+        (true, true) => Err("no parameters"),
+        (true, false) => Ok(()),
     }
-    let elements = |p: &[FusionTensor<F>; N]| p[0].shape.num_elements();
-    if params.iter().all(|p| elements(p) < MIN_UPDATE_ELEMENTS) {
-        return Err("every parameter under 1024 elements, fused by Burn");
-    }
-    Ok(())
 }
 
 /// The stream's tensors of `ins`, `N` for each parameter.

@@ -85,20 +85,51 @@ fn base<F: Float>(t: &Tensor<F>, r: usize, #[comptime] matrix: bool) -> usize {
 
 /// The offset of element `(i, j)` of the matrix at `base` in `t` (its last two axes).
 #[cube]
-fn at<F: Float>(t: &Tensor<F>, base: usize, i: usize, j: usize) -> usize {
+pub(super) fn at<F: Float>(t: &Tensor<F>, base: usize, i: usize, j: usize) -> usize {
     let d = t.rank() - 2;
     base + i * t.stride(d) + j * t.stride(d + 1)
 }
 
 /// The length of `t`'s last axis, and of the one before (a matrix's columns and rows).
 #[cube]
-fn cols<F: Float>(t: &Tensor<F>) -> usize {
+pub(super) fn cols<F: Float>(t: &Tensor<F>) -> usize {
     t.shape(t.rank() - 1)
 }
 
 #[cube]
-fn rows<F: Float>(t: &Tensor<F>) -> usize {
+pub(super) fn rows<F: Float>(t: &Tensor<F>) -> usize {
     t.shape(t.rank() - 2)
+}
+
+/// A unit's `[MICRO, MICRO]` block of `x · w` from `(r0, c0)` on, for the matrices at `xb`
+/// and `wb` in `x` and `w`, into `acc`: each sum over the inner axis in order.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn block_sums<F: Float>(
+    x: &Tensor<F>,
+    w: &Tensor<F>,
+    xb: usize,
+    wb: usize,
+    r0: usize,
+    c0: usize,
+    acc: &mut Array<F>,
+) {
+    let q = comptime![MICRO];
+    let (m, n) = (rows::<F>(x), cols::<F>(w));
+    #[unroll]
+    for e in 0..q * q {
+        acc[e] = F::new(0.0);
+    }
+    let mut xs = Array::<F>::new(q);
+    let mut ws = Array::<F>::new(q);
+    for i in 0..cols::<F>(x) {
+        #[unroll]
+        for a in 0..q {
+            xs[a] = x[at::<F>(x, xb, clamp(r0 + a, m), i)];
+            ws[a] = w[at::<F>(w, wb, i, clamp(c0 + a, n))];
+        }
+        outer_add::<F>(acc, &xs, &ws);
+    }
 }
 
 #[cube(launch_unchecked)]
@@ -122,20 +153,7 @@ fn forward_kernel<F: Float>(
     let r0 = CUBE_POS_Y as usize * comptime![SPAN] + UNIT_POS_Y as usize * q;
     let c0 = CUBE_POS_X as usize * comptime![SPAN] + UNIT_POS_X as usize * q;
     let mut acc = Array::<F>::new(comptime![MICRO * MICRO]);
-    #[unroll]
-    for e in 0..q * q {
-        acc[e] = F::new(0.0);
-    }
-    let mut xs = Array::<F>::new(q);
-    let mut ws = Array::<F>::new(q);
-    for i in 0..cols::<F>(x) {
-        #[unroll]
-        for a in 0..q {
-            xs[a] = x[at::<F>(x, xb, clamp(r0 + a, m), i)];
-            ws[a] = w[at::<F>(w, wb, i, clamp(c0 + a, n))];
-        }
-        outer_add::<F>(&mut acc, &xs, &ws);
-    }
+    block_sums::<F>(x, w, xb, wb, r0, c0, &mut acc);
     #[unroll]
     for a in 0..q {
         #[unroll]
@@ -344,7 +362,7 @@ fn tiles(n: usize) -> u32 {
     spans(n) as u32
 }
 
-fn cube_dim() -> CubeDim {
+pub(super) fn cube_dim() -> CubeDim {
     CubeDim::new_2d(TILE as u32, TILE as u32)
 }
 

@@ -13,31 +13,40 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, ops::numeric::empty_device};
 use cubecl::prelude::*;
 
-const UNITS: usize = 256;
+pub(super) const UNITS: usize = 256;
+
+/// Where a row's logits lie: element `j` of row `r` at `r * row + j * col` of a slice (a
+/// tensor's strides, or a cube's shared block), `cols` of them.
+#[derive(CubeType, Clone, Copy)]
+pub(super) struct Layout {
+    pub row: usize,
+    pub col: usize,
+    pub cols: usize,
+}
 
 /// The first index of row `r`'s largest logit.
 #[cube]
-fn row_argmax<F: Float>(z: &Tensor<F>, r: usize) -> usize {
-    let base = r * z.stride(0);
+fn row_argmax<F: Float>(z: &Slice<F>, at: Layout, r: usize) -> usize {
+    let base = r * at.row;
     let mut best = z[base];
-    let mut at = 0;
-    for j in 1..z.shape(1) {
-        let v = z[base + j * z.stride(1)];
+    let mut arg = 0;
+    for j in 1..at.cols {
+        let v = z[base + j * at.col];
         if v > best {
             best = v;
-            at = j;
+            arg = j;
         }
     }
-    at
+    arg
 }
 
 /// `ln Σ exp(z - max)` of row `r`.
 #[cube]
-fn row_log_sum<F: Float>(z: &Tensor<F>, r: usize, max: F) -> F {
-    let base = r * z.stride(0);
+fn row_log_sum<F: Float>(z: &Slice<F>, at: Layout, r: usize, max: F) -> F {
+    let base = r * at.row;
     let mut sum = F::new(0.0);
-    for j in 0..z.shape(1) {
-        sum += F::exp(z[base + j * z.stride(1)] - max);
+    for j in 0..at.cols {
+        sum += F::exp(z[base + j * at.col] - max);
     }
     F::ln(sum)
 }
@@ -84,7 +93,8 @@ fn binary_row_hit<F: Float>(v: F, y: F) -> F {
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn row_grad<F: Float>(
-    z: &Tensor<F>,
+    z: &Slice<F>,
+    at: Layout,
     dz: &mut Tensor<F>,
     r: usize,
     label: usize,
@@ -94,21 +104,47 @@ fn row_grad<F: Float>(
     #[comptime] binary: bool,
 ) {
     if binary {
-        let p = F::new(1.0) / (F::new(1.0) + F::exp(-z[r * z.stride(0)]));
+        let p = F::new(1.0) / (F::new(1.0) + F::exp(-z[r * at.row]));
         dz[r * dz.stride(0)] = (p - y) * scale;
     } else {
-        for j in 0..z.shape(1) {
-            let p = F::exp(z[r * z.stride(0) + j * z.stride(1)] - lse);
+        for j in 0..at.cols {
+            let p = F::exp(z[r * at.row + j * at.col] - lse);
             let hit = if j == label { F::new(1.0) } else { F::new(0.0) };
             dz[r * dz.stride(0) + j * dz.stride(1)] = (p - hit) * scale;
         }
     }
 }
 
-#[cube(launch_unchecked)]
+/// Row `r`'s label (a class), its log-sum-exp and the first index of its largest logit; or,
+/// for a binary classifier, its 0/1 label as a float (second).
+#[cube]
+fn row_terms<F: Float, I: Int>(
+    z: &Slice<F>,
+    at: Layout,
+    labels: &Tensor<I>,
+    r: usize,
+    #[comptime] binary: bool,
+) -> (usize, F, F, usize) {
+    let raw = labels[r * labels.stride(0)];
+    if binary {
+        (0, F::cast_from(raw), F::new(0.0), 0)
+    } else {
+        let best = row_argmax::<F>(z, at, r);
+        let max = z[r * at.row + best * at.col];
+        let lse = max + row_log_sum::<F>(z, at, r, max);
+        (usize::cast_from(raw), F::new(0.0), lse, best)
+    }
+}
+
+/// The mean loss and the correct rows of the `rows` rows of logits in `z` (laid out as `at`),
+/// summed by the cube's units in a fixed order into `loss[0]` and `correct[0]`; with
+/// `with_grad`, each row's gradient for a loss gradient of 1 into `dz` too.
+#[cube]
 #[allow(clippy::too_many_arguments)]
-fn forward_kernel<F: Float, I: Int>(
-    z: &Tensor<F>,
+pub(super) fn rows_loss<F: Float, I: Int>(
+    z: &Slice<F>,
+    at: Layout,
+    rows: usize,
     labels: &Tensor<I>,
     loss: &mut Tensor<F>,
     correct: &mut Tensor<F>,
@@ -117,7 +153,6 @@ fn forward_kernel<F: Float, I: Int>(
     #[comptime] with_grad: bool,
 ) {
     let units = comptime![UNITS];
-    let rows = z.shape(0);
     let u = UNIT_POS as usize;
     let mut losses = SharedMemory::<F>::new(units);
     let mut hits = SharedMemory::<F>::new(units);
@@ -127,29 +162,21 @@ fn forward_kernel<F: Float, I: Int>(
     let unit = F::new(1.0) / F::cast_from(rows);
     let mut r = u;
     while r < rows {
+        let (label, y, lse, best) = row_terms::<F, I>(z, at, labels, r, binary);
         if binary {
-            let v = z[r * z.stride(0)];
-            let y = F::cast_from(labels[r * labels.stride(0)]);
+            let v = z[r * at.row];
             l += binary_row_loss::<F>(v, y);
             h += binary_row_hit::<F>(v, y);
-            if with_grad {
-                row_grad::<F>(z, dz, r, 0, y, F::new(0.0), unit, binary);
-            }
         } else {
-            let label = usize::cast_from(labels[r * labels.stride(0)]);
-            let at = row_argmax::<F>(z, r);
-            let max = z[r * z.stride(0) + at * z.stride(1)];
-            let lse = max + row_log_sum::<F>(z, r, max);
-            l += lse - z[r * z.stride(0) + label * z.stride(1)];
-            if with_grad {
-                row_grad::<F>(z, dz, r, label, F::new(0.0), lse, unit, binary);
-            }
-            let hit = if at == label {
+            l += lse - z[r * at.row + label * at.col];
+            h += if best == label {
                 F::new(1.0)
             } else {
                 F::new(0.0)
             };
-            h += hit;
+        }
+        if with_grad {
+            row_grad::<F>(z, at, dz, r, label, y, lse, unit, binary);
         }
         r += units;
     }
@@ -166,6 +193,41 @@ fn forward_kernel<F: Float, I: Int>(
     }
 }
 
+/// The layout of a tensor of logits `[rows, classes]` (or `[rows, 1]`).
+#[cube]
+fn tensor_layout<F: Float>(z: &Tensor<F>) -> Layout {
+    Layout {
+        row: z.stride(0),
+        col: z.stride(1),
+        cols: z.shape(1),
+    }
+}
+
+#[cube(launch_unchecked)]
+fn forward_kernel<F: Float, I: Int>(
+    z: &Tensor<F>,
+    labels: &Tensor<I>,
+    loss: &mut Tensor<F>,
+    correct: &mut Tensor<F>,
+    dz: &mut Tensor<F>,
+    #[comptime] binary: bool,
+    #[comptime] with_grad: bool,
+) {
+    let at = tensor_layout::<F>(z);
+    let z_rows = z.shape(0);
+    rows_loss::<F, I>(
+        &z.to_slice(),
+        at,
+        z_rows,
+        labels,
+        loss,
+        correct,
+        dz,
+        binary,
+        with_grad,
+    );
+}
+
 #[cube(launch_unchecked)]
 fn backward_kernel<F: Float, I: Int>(
     z: &Tensor<F>,
@@ -178,16 +240,10 @@ fn backward_kernel<F: Float, I: Int>(
     let r = ABSOLUTE_POS;
     let scale = grad[0] / F::cast_from(rows);
     if r < rows {
-        if binary {
-            let y = F::cast_from(labels[r * labels.stride(0)]);
-            row_grad::<F>(z, dz, r, 0, y, F::new(0.0), scale, binary);
-        } else {
-            let label = usize::cast_from(labels[r * labels.stride(0)]);
-            let at = row_argmax::<F>(z, r);
-            let max = z[r * z.stride(0) + at * z.stride(1)];
-            let lse = max + row_log_sum::<F>(z, r, max);
-            row_grad::<F>(z, dz, r, label, F::new(0.0), lse, scale, binary);
-        }
+        let at = tensor_layout::<F>(z);
+        let zs = z.to_slice();
+        let (label, y, lse, _) = row_terms::<F, I>(&zs, at, labels, r, binary);
+        row_grad::<F>(&zs, at, dz, r, label, y, lse, scale, binary);
     }
 }
 

@@ -8,10 +8,12 @@
 //!   together (`group`),
 //! - a classifier's cross-entropy (of classes, or binary on one logit) with its correct rows,
 //!   and its gradient (`loss`);
+//! - linear-scalar's model and mean squared error, a replica per cube (`scalar_mse`);
 //! - a convolutional network's train-time shifts and mirrors of its images (`augment`);
-//! - a classifier's head: its output layer and loss forward in one operation (two launches),
-//!   whose loss launch also makes the logits' gradient for a loss gradient of 1, and backward
-//!   in one launch, the layer's, which scales that gradient by the loss's as it reads it.
+//! - a classifier's head: its output layer and loss forward in one operation, which also makes
+//!   the logits' gradient for a loss gradient of 1 (`head`: one launch where the logits fit one
+//!   cube, else the layer's and the loss's), and backward in one launch, the layer's, which
+//!   scales that gradient by the loss's as it reads it.
 //!
 //! What a kernel does not take (the gradient of an input that replicas share, a per-replica
 //! learning rate, a layer too large for one launch's grid) falls back to the composition (`ops::composed`), as
@@ -19,9 +21,11 @@
 
 mod augment;
 mod group;
+mod head;
 mod linear;
 mod loss;
 pub mod path;
+mod scalar_mse;
 mod stream;
 mod update;
 
@@ -298,6 +302,54 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
         out.remove(0)
     }
 
+    fn scalar_mse_replicas_forward(
+        x: FloatTensor<Self>,
+        y: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        p: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (k, n) = (w.shape[0], x.shape[x.shape.num_dims() - 2]);
+        if path::chosen("scalar_mse", scalar_mse_way(k)).is_err() {
+            return composed::scalar_mse::<Self>(x, y, w, p);
+        }
+        let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+            let [x, y, w, p] = [0, 1, 2, 3].map(|i| float::<R, BT>(h, &ins[i]));
+            let (loss, e) = scalar_mse::forward::<R>(x, y, w, p);
+            put::<R, BT>(h, &outs[0], loss);
+            put::<R, BT>(h, &outs[1], e);
+        });
+        let shapes = vec![Shape::new([k]), Shape::new([k, n, 1])];
+        let mut out = register::<Cube<R, BT>>("scalar_mse", vec![x, y, w, p], shapes, run);
+        let loss = out.remove(0);
+        (loss, out.remove(0))
+    }
+
+    fn scalar_mse_replicas_backward(
+        x: FloatTensor<Self>,
+        residuals: FloatTensor<Self>,
+        dloss: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (k, c) = (residuals.shape[0], x.shape[x.shape.num_dims() - 1] - 1);
+        if path::chosen("scalar_mse_backward", scalar_mse_way(k)).is_err() {
+            return composed::scalar_mse_backward::<Self>(x, residuals, dloss);
+        }
+        let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+            let [x, e, dloss] = [0, 1, 2].map(|i| float::<R, BT>(h, &ins[i]));
+            let (dw, dp) = scalar_mse::backward::<R>(x, e, dloss);
+            put::<R, BT>(h, &outs[0], dw);
+            put::<R, BT>(h, &outs[1], dp);
+        });
+        let shapes = vec![Shape::new([k, c, 1]), Shape::new([k])];
+        let inputs = vec![x, residuals, dloss];
+        let mut out = register::<Cube<R, BT>>("scalar_mse_backward", inputs, shapes, run);
+        let dw = out.remove(0);
+        (dw, out.remove(0))
+    }
+
+    fn fused_scalar_mse() -> bool {
+        path::chosen("scalar_mse", kernels_way()).is_ok()
+    }
+
     fn classifier_head(
         x: FloatTensor<Self>,
         w: FloatTensor<Self>,
@@ -312,9 +364,7 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
         let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
             let [x, w, b] = [0, 1, 2].map(|i| float::<R, BT>(h, &ins[i]));
             let labels = h.get_int_tensor::<Cube<R, BT>>(&ins[3]);
-            let logits = linear::forward::<R>(x, w, b, linear::IDENTITY);
-            let [loss, correct, dz] = loss::forward_with_grad::<R>(logits.clone(), labels, binary);
-            for (out, t) in outs.iter().zip([loss, correct, logits, dz]) {
+            for (out, t) in outs.iter().zip(head::forward::<R>(x, w, b, labels, binary)) {
                 put::<R, BT>(h, out, t);
             }
         });
@@ -347,6 +397,15 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
             linear::IDENTITY,
             need_dx,
         )
+    }
+}
+
+/// Whether linear-scalar's K replicas take the kernels (a cube each), or why not.
+fn scalar_mse_way(k: usize) -> Result<(), path::Reason> {
+    kernels_way()?;
+    match k <= MAX_CUBES {
+        true => Ok(()),
+        false => Err("too many replicas for one launch"),
     }
 }
 

@@ -304,9 +304,18 @@ fn the_binary_cross_entropy_matches_the_composition() {
 
 /// Class labels `[rows]`, or 0/1 labels `[rows, 1]` (`binary`), cycling through `classes`.
 fn labels(rows: usize, classes: usize, binary: bool) -> IntTensor<G> {
+    labels_on::<G>(rows, classes, binary)
+}
+
+/// [`labels`] on backend `B` (a wgpu one).
+fn labels_on<B: Backend<Device = burn::backend::wgpu::WgpuDevice>>(
+    rows: usize,
+    classes: usize,
+    binary: bool,
+) -> IntTensor<B> {
     let classes = if binary { 2 } else { classes };
     let labels: Vec<i32> = (0..rows).map(|r| ((r * 7 + 3) % classes) as i32).collect();
-    let labels = Tensor::<G, 1, Int>::from_ints(labels.as_slice(), &device());
+    let labels = Tensor::<B, 1, Int>::from_ints(labels.as_slice(), &device());
     match binary {
         true => labels.reshape([rows, 1]).into_primitive(),
         false => labels.into_primitive(),
@@ -379,4 +388,114 @@ fn the_augmentation_matches_the_composition() {
     let got = G::augment(maps.clone(), draws.clone());
     let want = composed::augment::<G>(maps, draws);
     assert_eq!(values_nd(got), values_nd(want));
+}
+
+/// The head's one launch (logits within one cube) gives the bits of the layer's launch
+/// followed by the loss's: logits, loss, correct rows and the logits' gradient.
+#[test]
+fn the_one_launch_head_gives_the_two_launches_bits() {
+    type Inner = burn_cubecl::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
+    let cube = |t: FloatTensor<G>| -> FloatTensor<Inner> {
+        let data = Tensor::<G, 1>::from_primitive(TensorPrimitive::Float(G::float_reshape(
+            t.clone(),
+            Shape::new([t.shape.num_elements()]),
+        )))
+        .into_data();
+        let flat = Tensor::<Inner, 1>::from_data(data, &device())
+            .into_primitive()
+            .tensor();
+        Inner::float_reshape(flat, t.shape.clone())
+    };
+    let read = |t: FloatTensor<Inner>| -> Vec<f32> {
+        let n = t.meta.shape().num_elements();
+        let flat = Inner::float_reshape(t, Shape::new([n]));
+        let t = Tensor::<Inner, 1>::from_primitive(TensorPrimitive::Float(flat));
+        t.into_data().to_vec().unwrap()
+    };
+    for (m, k, n, binary) in [
+        (1, 3, 1, true),
+        (64, 5, 1, true),
+        (2, 1, 3, false),
+        (37, 70, 64, false),
+        (64, 100, 10, false),
+    ] {
+        assert!(head::fits(m, n));
+        let (x, w, b) = (random(&[m, k], 21), random(&[k, n], 22), random(&[n], 23));
+        let y = labels_on::<Inner>(m, n, binary);
+        let (x, w, b) = (cube(x), cube(w), cube(b));
+        let one = head::forward::<burn::backend::wgpu::WgpuRuntime>(
+            x.clone(),
+            w.clone(),
+            b.clone(),
+            y.clone(),
+            binary,
+        );
+        let z = linear::forward(x, w, b, linear::IDENTITY);
+        let [l, c, dz] = loss::forward_with_grad(z.clone(), y, binary);
+        let what = format!("{m}x{k}x{n} binary {binary}");
+        let [l1, c1, z1, dz1] = one;
+        assert_eq!(read(z1), read(z), "logits {what}");
+        assert_eq!(read(l1), read(l), "loss {what}");
+        assert_eq!(read(c1), read(c), "correct {what}");
+        assert_eq!(read(dz1), read(dz), "gradient {what}");
+    }
+}
+
+/// linear-scalar's model and loss, each way, against the composition: replicas sharing the
+/// inputs and each with its own, one row, more rows than the cube's units.
+#[test]
+fn the_scalar_mse_matches_the_composition() {
+    for (k, n, c, shared) in [(1, 1, 3, true), (1, 128, 40, true), (3, 300, 5, false)] {
+        let x = match shared {
+            true => random(&[n, c + 1], 24),
+            false => random(&[k, n, c + 1], 24),
+        };
+        let y_rows = if shared { n } else { k * n };
+        let (y, w, p) = (
+            random(&[y_rows, 1], 25),
+            random(&[k, c, 1], 26),
+            random(&[k], 27),
+        );
+        let what = format!("{k} replicas of {n}x{c} shared {shared}");
+        let (loss, e) = G::scalar_mse_replicas_forward(x.clone(), y.clone(), w.clone(), p.clone());
+        let (want_loss, want_e) = composed::scalar_mse::<G>(x.clone(), y, w, p);
+        close(
+            &values_nd(loss),
+            &values_nd(want_loss),
+            &format!("loss {what}"),
+        );
+        close(
+            &values_nd(e.clone()),
+            &values_nd(want_e.clone()),
+            &format!("e {what}"),
+        );
+        let dloss = random(&[k], 28);
+        let (dw, dp) = G::scalar_mse_replicas_backward(x.clone(), e, dloss.clone());
+        let (want_dw, want_dp) = composed::scalar_mse_backward::<G>(x, want_e, dloss);
+        close(&values_nd(dw), &values_nd(want_dw), &format!("dw {what}"));
+        close(&values_nd(dp), &values_nd(want_dp), &format!("dp {what}"));
+    }
+}
+
+/// A model whose parameters are all small (linear-scalar's `w` `[40, 1]` and `p` `[1]`) takes
+/// the grouped update too, with the per-parameter composition's values.
+#[test]
+fn grouped_updates_of_small_parameters_match_each_parameter_s_own() {
+    let shapes = [vec![40, 1], vec![1]];
+    let quads: Vec<[FloatTensor<G>; 4]> = (shapes.iter().zip(70..))
+        .map(|(s, i)| [i, i + 10, i + 20, i + 30].map(|seed| random(s, seed)))
+        .map(|[w, g, m, v]| [w, g, m, G::float_abs(v)])
+        .collect();
+    let s = AdamStep {
+        beta1: 0.9,
+        beta2: 0.999,
+        epsilon: 1e-8,
+        time: 3,
+    };
+    assert!(group::way(&quads).is_ok());
+    let got = G::adam_steps(quads.clone(), s, &Lr::One(5e-4));
+    for (i, (got, [w, g, m, v])) in got.into_iter().zip(quads).enumerate() {
+        let want = composed::adam_step::<G>((w, g, m, v), s, &Lr::One(5e-4));
+        close_adam(got, want, &format!("small {i}"));
+    }
 }

@@ -14,7 +14,7 @@ use burn::module::Param;
 use burn::nn::Linear;
 use burn::nn::loss::{MseLoss, Reduction};
 use burn::prelude::*;
-use burn::tensor::TensorData;
+use burn::tensor::{TensorData, TensorPrimitive};
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 
 #[derive(Module, Debug)]
@@ -61,11 +61,24 @@ impl<B: Backend> LinearScalar<B> {
     pub fn forward(&self, x: Tensor<B, 2>, f: Tensor<B, 2>) -> Tensor<B, 2> {
         self.lin.forward(x) + f * self.par.val().unsqueeze_dim(0)
     }
+}
 
+impl<B: EmberBackend> LinearScalar<B> {
     /// The step's loss; with `metrics`, MAE and R²'s sums too (validation passes only: the
-    /// training loop stays as lean as the seed's).
+    /// training loop stays as lean as the seed's). A training step on a backend with its own
+    /// kernel for the model and loss takes it, as one replica.
     fn step_output(&self, batch: ScalarBatch<B>, metrics: bool) -> StepOutput<B> {
         let rows = batch.y.dims()[0];
+        if let (false, Some(xf)) = (metrics, batch.xf) {
+            let w = self.lin.weight.val().unsqueeze_dim::<3>(0);
+            let loss = B::scalar_mse_replicas(
+                xf.into_primitive().tensor(),
+                batch.y.into_primitive().tensor(),
+                w.into_primitive().tensor(),
+                self.par.val().into_primitive().tensor(),
+            );
+            return regression_output(Tensor::from_primitive(TensorPrimitive::Float(loss)), rows);
+        }
         let prediction = self.forward(batch.x, batch.f);
         let regression = metrics.then(|| RegressionStep {
             abs_error_sum: (prediction.clone().detach() - batch.y.clone()).abs().sum(),
@@ -73,24 +86,38 @@ impl<B: Backend> LinearScalar<B> {
             mask: None,
         });
         StepOutput {
-            loss: MseLoss::new().forward(prediction, batch.y, Reduction::Mean),
-            correct: None,
-            rows,
-            replica_rows: None,
             regression,
+            ..regression_output(
+                MseLoss::new().forward(prediction, batch.y, Reduction::Mean),
+                rows,
+            )
         }
     }
 }
 
-/// Inputs `x` `[n, k]`, the scalar column `f` `[n, 1]` and targets `y` `[n, 1]`.
+/// A step's output of `rows` rows with only its loss.
+fn regression_output<B: Backend>(loss: Tensor<B, 1>, rows: usize) -> StepOutput<B> {
+    StepOutput {
+        loss,
+        correct: None,
+        rows,
+        replica_rows: None,
+        regression: None,
+    }
+}
+
+/// Inputs `x` `[n, k]`, the scalar column `f` `[n, 1]` and targets `y` `[n, 1]`; on a
+/// backend with its own kernel for the model and loss (`EmberBackend::fused_scalar_mse`), also
+/// `x` with `f` as its last column, `xf` `[n, k + 1]`, which that kernel reads.
 #[derive(Clone, Debug)]
 pub struct ScalarBatch<B: Backend> {
     pub x: Tensor<B, 2>,
     pub f: Tensor<B, 2>,
     pub y: Tensor<B, 2>,
+    pub xf: Option<Tensor<B, 2>>,
 }
 
-impl<B: Backend> ScalarBatch<B> {
+impl<B: EmberBackend> ScalarBatch<B> {
     pub fn from_host(split: &HostSplit, device: &B::Device) -> Self {
         let n = split.rows();
         let y = match &split.labels {
@@ -101,13 +128,23 @@ impl<B: Backend> ScalarBatch<B> {
             .scalar
             .clone()
             .expect("linear-scalar data always has the scalar column");
+        let k = split.features.cols;
+        let xf = B::fused_scalar_mse().then(|| {
+            let x = &split.features.values;
+            let values: Vec<f32> = (0..n)
+                .flat_map(|r| x[r * k..(r + 1) * k].iter().chain(std::iter::once(&f[r])))
+                .copied()
+                .collect();
+            Tensor::from_data(TensorData::new(values, [n, k + 1]), device)
+        });
         Self {
             x: Tensor::from_data(
-                TensorData::new(split.features.values.clone(), [n, split.features.cols]),
+                TensorData::new(split.features.values.clone(), [n, k]),
                 device,
             ),
             f: Tensor::from_data(TensorData::new(f, [n, 1]), device),
             y: Tensor::from_data(TensorData::new(y, [n, 1]), device),
+            xf,
         }
     }
 }
@@ -121,6 +158,7 @@ impl<B: EmberBackend> Rows<B> for ScalarBatch<B> {
             x: data_rows(&self.x, start, len),
             f: data_rows(&self.f, start, len),
             y: data_rows(&self.y, start, len),
+            xf: self.xf.as_ref().map(|t| data_rows(t, start, len)),
         }
     }
     fn select(&self, indices: Tensor<B, 1, Int>) -> Self {
@@ -128,6 +166,7 @@ impl<B: EmberBackend> Rows<B> for ScalarBatch<B> {
             x: gather_rows(&self.x, &indices),
             f: gather_rows(&self.f, &indices),
             y: gather_rows(&self.y, &indices),
+            xf: self.xf.as_ref().map(|t| gather_rows(t, &indices)),
         }
     }
     fn cat(parts: Vec<Self>) -> Self {
@@ -135,6 +174,11 @@ impl<B: EmberBackend> Rows<B> for ScalarBatch<B> {
             x: Tensor::cat(parts.iter().map(|p| p.x.clone()).collect(), 0),
             f: Tensor::cat(parts.iter().map(|p| p.f.clone()).collect(), 0),
             y: Tensor::cat(parts.iter().map(|p| p.y.clone()).collect(), 0),
+            xf: (parts
+                .iter()
+                .map(|p| p.xf.clone())
+                .collect::<Option<Vec<_>>>())
+            .map(|xf| Tensor::cat(xf, 0)),
         }
     }
     fn to_device(&self, device: &B::Device) -> Self {
@@ -142,6 +186,7 @@ impl<B: EmberBackend> Rows<B> for ScalarBatch<B> {
             x: self.x.clone().to_device(device),
             f: self.f.clone().to_device(device),
             y: self.y.clone().to_device(device),
+            xf: self.xf.clone().map(|t| t.to_device(device)),
         }
     }
 }

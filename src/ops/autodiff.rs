@@ -93,6 +93,10 @@ impl<B: EmberBackend, C: CheckpointStrategy> EmberBackend for Autodiff<B, C> {
         B::fused_cross_entropy()
     }
 
+    fn fused_scalar_mse() -> bool {
+        B::fused_scalar_mse()
+    }
+
     fn cross_entropy(
         logits: FloatTensor<Self>,
         labels: IntTensor<Self>,

@@ -285,6 +285,14 @@ pub trait EmberBackend: Backend {
         composed::classifier_head_backward::<Self>(kept, grad, need_dx)
     }
 
+    /// Whether this backend computes linear-scalar's model and loss in one operation of its
+    /// own ([`scalar_mse_replicas`](Self::scalar_mse_replicas)), so that a single run takes it
+    /// as one replica. Where it does not (the CPU), a single run composes Burn's `Linear` and
+    /// `MseLoss`, whose bits the CPU's loss pins hold.
+    fn fused_scalar_mse() -> bool {
+        false
+    }
+
     /// linear-scalar's K replicas and their mean squared errors in one operation: each replica's
     /// loss `[K]`. `x` is `[n, c + 1]` (shared by every replica) or `[K, n, c + 1]`, its last
     /// column the scalar input `f`; `y` `[n, 1]` or `[K·n, 1]`; `w` `[K, c, 1]`; `p` `[K]`.
