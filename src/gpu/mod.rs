@@ -9,6 +9,8 @@
 //! - a classifier's cross-entropy (of classes, or binary on one logit) with its correct rows,
 //!   and its gradient (`loss`);
 //! - linear-scalar's model and mean squared error, a replica per cube (`scalar_mse`);
+//! - batch normalisation in training, a channel per cube (`batch_norm`);
+//! - dropout, with the CPU kernel's masks (`dropout`);
 //! - a convolutional network's train-time shifts and mirrors of its images (`augment`);
 //! - a classifier's head: its output layer and loss forward in one operation, which also makes
 //!   the logits' gradient for a loss gradient of 1 (`head`: one launch where the logits fit one
@@ -20,6 +22,8 @@
 //! everything does with `EMBER_GPU_KERNELS=0` (for comparing the two).
 
 mod augment;
+mod batch_norm;
+mod dropout;
 mod group;
 mod head;
 mod linear;
@@ -302,6 +306,74 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
         out.remove(0)
     }
 
+    fn batch_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let shape = x.shape.clone();
+        if path::chosen("batch_norm", channels_way(&shape)).is_err() {
+            return composed::batch_norm::<Self>(x, gamma, beta, epsilon);
+        }
+        let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+            let [x, gamma, beta] = [0, 1, 2].map(|i| float::<R, BT>(h, &ins[i]));
+            let outputs = batch_norm::forward::<R>(x, gamma, beta, epsilon as f32);
+            for (out, t) in outs.iter().zip(outputs) {
+                put::<R, BT>(h, out, t);
+            }
+        });
+        let stats = Shape::new([shape[1]]);
+        let shapes = vec![shape, stats.clone(), stats];
+        let mut out = register::<Cube<R, BT>>("batch_norm", vec![x, gamma, beta], shapes, run);
+        let (y, mean) = (out.remove(0), out.remove(0));
+        (y, mean, out.remove(0))
+    }
+
+    fn batch_norm_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        var: FloatTensor<Self>,
+        epsilon: f64,
+        grad: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let shape = x.shape.clone();
+        if path::chosen("batch_norm_backward", channels_way(&shape)).is_err() {
+            return composed::batch_norm_backward::<Self>(x, gamma, mean, var, epsilon, grad);
+        }
+        let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+            let inputs = [0, 1, 2, 3, 4].map(|i| float::<R, BT>(h, &ins[i]));
+            let outputs = batch_norm::backward::<R>(inputs, epsilon as f32);
+            for (out, t) in outs.iter().zip(outputs) {
+                put::<R, BT>(h, out, t);
+            }
+        });
+        let stats = Shape::new([shape[1]]);
+        let shapes = vec![shape, stats.clone(), stats];
+        let inputs = vec![x, gamma, mean, var, grad];
+        let mut out = register::<Cube<R, BT>>("batch_norm_backward", inputs, shapes, run);
+        let (dx, dgamma) = (out.remove(0), out.remove(0));
+        (dx, dgamma, out.remove(0))
+    }
+
+    fn dropout(x: FloatTensor<Self>, p: f64, seed: u64) -> FloatTensor<Self> {
+        let shape = x.shape.clone();
+        if path::chosen("dropout", dropout_way(&shape)).is_err() {
+            return Self::dropout_by_composition(x, p, seed);
+        }
+        let (threshold, scale) = crate::ops::dropout::threshold_and_scale(p);
+        let run: stream::Run<Cube<R, BT>> = Box::new(move |ins, outs, h| {
+            let x = float::<R, BT>(h, &ins[0]);
+            put::<R, BT>(
+                h,
+                &outs[0],
+                dropout::dropout::<R>(x, seed, threshold, scale),
+            );
+        });
+        register::<Cube<R, BT>>("dropout", vec![x], vec![shape], run).remove(0)
+    }
+
     fn scalar_mse_replicas_forward(
         x: FloatTensor<Self>,
         y: FloatTensor<Self>,
@@ -397,6 +469,24 @@ impl<R: CubeRuntime, BT: BoolElement> EmberBackend for Fusion<Cube<R, BT>> {
             linear::IDENTITY,
             need_dx,
         )
+    }
+}
+
+/// Whether dropout of a tensor of `shape` takes the kernel (a unit per element), or why not.
+fn dropout_way(shape: &Shape) -> Result<(), path::Reason> {
+    kernels_way()?;
+    match shape.num_elements() <= dropout::MAX_ELEMENTS {
+        true => Ok(()),
+        false => Err("too many elements for one launch"),
+    }
+}
+
+/// Whether batch norm of maps `[n, c, s]` takes the kernels (a cube per channel), or why not.
+fn channels_way(shape: &Shape) -> Result<(), path::Reason> {
+    kernels_way()?;
+    match (1..=MAX_CUBES).contains(&shape[1]) && shape[0] * shape[2] > 0 {
+        true => Ok(()),
+        false => Err("no rows, or too many channels for one launch"),
     }
 }
 

@@ -499,3 +499,82 @@ fn grouped_updates_of_small_parameters_match_each_parameter_s_own() {
         close_adam(got, want, &format!("small {i}"));
     }
 }
+
+/// Batch norm in training, each way, against the composition: one element, a channel of more
+/// elements than the cube's units, maps whose layout is not contiguous.
+#[test]
+fn batch_norm_matches_the_composition() {
+    for (n, c, s, strided) in [(1, 1, 1, false), (3, 4, 300, false), (5, 3, 7, true)] {
+        let x = match strided {
+            true => G::float_swap_dims(random(&[n, s, c], 29), 1, 2),
+            false => random(&[n, c, s], 29),
+        };
+        let (gamma, beta, grad) = (random(&[c], 30), random(&[c], 31), random(&[n, c, s], 32));
+        let what = format!("{n}x{c}x{s} strided {strided}");
+        let (y, mean, var) = G::batch_norm(x.clone(), gamma.clone(), beta.clone(), 1e-5);
+        let want = composed::batch_norm::<G>(x.clone(), gamma.clone(), beta, 1e-5);
+        close(&values_nd(y), &values_nd(want.0), &format!("y {what}"));
+        close(
+            &values_nd(mean.clone()),
+            &values_nd(want.1),
+            &format!("mean {what}"),
+        );
+        close(
+            &values_nd(var.clone()),
+            &values_nd(want.2),
+            &format!("var {what}"),
+        );
+        let got = G::batch_norm_backward(
+            x.clone(),
+            gamma.clone(),
+            mean.clone(),
+            var.clone(),
+            1e-5,
+            grad.clone(),
+        );
+        let want = composed::batch_norm_backward::<G>(x, gamma, mean, var, 1e-5, grad);
+        close(&values_nd(got.0), &values_nd(want.0), &format!("dx {what}"));
+        close(
+            &values_nd(got.1),
+            &values_nd(want.1),
+            &format!("dgamma {what}"),
+        );
+        close(
+            &values_nd(got.2),
+            &values_nd(want.2),
+            &format!("dbeta {what}"),
+        );
+    }
+}
+
+/// Dropout draws the CPU kernel's masks (the same hash of the element's index and the seed),
+/// on a contiguous tensor and on a transposed one (whose elements count in its own row-major
+/// order), and its backward applies the forward's mask.
+#[test]
+fn dropout_draws_the_cpu_s_masks() {
+    use burn::backend::Flex;
+    for (shape, seed, p) in [(vec![64, 512], 7u64, 0.3), (vec![3, 5, 7], 1 << 40, 0.5)] {
+        let x = random(&shape, 33);
+        let cpu_x =
+            Tensor::<Flex, 1>::from_floats(values_nd(x.clone()).as_slice(), &Default::default());
+        let cpu_x =
+            Flex::float_reshape(cpu_x.into_primitive().tensor(), Shape::from(shape.clone()));
+        let want = Tensor::<Flex, 1>::from_primitive(TensorPrimitive::Float(Flex::float_reshape(
+            Flex::dropout(cpu_x, p, seed),
+            Shape::new([shape.iter().product()]),
+        )));
+        let want: Vec<f32> = want.into_data().to_vec().unwrap();
+        assert_eq!(values_nd(G::dropout(x.clone(), p, seed)), want, "{shape:?}");
+        assert_eq!(
+            values_nd(G::dropout_backward(x, p, seed)),
+            want,
+            "backward {shape:?}"
+        );
+    }
+    let x = G::float_swap_dims(random(&[6, 9], 34), 0, 1);
+    let contiguous = G::float_add_scalar(x.clone(), 0.0.into());
+    assert_eq!(
+        values_nd(G::dropout(x, 0.4, 3)),
+        values_nd(G::dropout(contiguous, 0.4, 3))
+    );
+}

@@ -255,25 +255,35 @@ impl<B: EmberBackend> Cnn<B> {
         }
     }
 
-    fn forward_maps(&self, mut maps: Tensor<B, 4>) -> Tensor<B, 2> {
+    fn forward_maps(&self, maps: Tensor<B, 4>) -> Tensor<B, 2> {
+        self.mlp.forward(self.features(maps))
+    }
+
+    /// The head's inputs `[n, features]`: the blocks' output maps, flattened or averaged.
+    fn features(&self, mut maps: Tensor<B, 4>) -> Tensor<B, 2> {
         for block in &self.blocks {
             maps = block.forward(maps, self.shape.activation);
         }
-        let features = match self.shape.pooling {
+        match self.shape.pooling {
             Pooling::Flatten => maps.flatten(1, 3),
             Pooling::Average => maps.mean_dim(3).mean_dim(2).flatten(1, 3),
-        };
-        self.mlp.forward(features)
+        }
     }
 
     /// A step's outputs; a training step augments its images first, when the job says so.
+    /// The head's step is the MLP's on the features (so a classifier's output layer and loss
+    /// are one operation where the backend has its own loss, as in the MLP).
     fn step_output(&self, batch: MlpBatch<B>, training: bool) -> StepOutput<B> {
         let mut maps = self.maps(batch.inputs);
         if let (true, Some(a)) = (training, self.shape.augment) {
             maps = augment(maps, a, ops::dropout::next_seed());
         }
-        let out = self.forward_maps(maps);
-        self.mlp.head_output(out, batch.targets, !training)
+        let inputs = self.features(maps);
+        let head = MlpBatch {
+            inputs,
+            targets: batch.targets,
+        };
+        self.mlp.step_output(head, !training)
     }
 }
 

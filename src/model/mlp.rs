@@ -168,7 +168,7 @@ impl<B: EmberBackend> Mlp<B> {
     /// (validation passes only: the training loop stays lean). An unweighted classifier's
     /// output layer and loss are one operation where the backend has a loss of its own (the
     /// GPU: `ops::classifier_head`, one launch fewer each step).
-    fn step_output(&self, batch: MlpBatch<B>, metrics: bool) -> StepOutput<B> {
+    pub(crate) fn step_output(&self, batch: MlpBatch<B>, metrics: bool) -> StepOutput<B> {
         let rows = batch.inputs.dims()[0];
         let unweighted = self.head.class_weights.is_none() || metrics;
         let headed = unweighted && B::fused_cross_entropy();
@@ -189,14 +189,8 @@ impl<B: EmberBackend> Mlp<B> {
         StepOutput::classified(loss, correct, rows)
     }
 
-    /// The step's figures from the network's outputs `out` (this MLP's, or the same MLP's
-    /// after a convolutional network's blocks).
-    pub(crate) fn head_output(
-        &self,
-        out: Tensor<B, 2>,
-        targets: Targets<B>,
-        metrics: bool,
-    ) -> StepOutput<B> {
+    /// The step's figures from the network's outputs `out`.
+    fn head_output(&self, out: Tensor<B, 2>, targets: Targets<B>, metrics: bool) -> StepOutput<B> {
         let rows = out.dims()[0];
         // Class weights apply to the training loss only; validation stays unweighted (Keras).
         let weights = self.head.class_weights.as_deref().filter(|_| !metrics);

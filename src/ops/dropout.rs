@@ -70,7 +70,7 @@ pub(super) fn keep(i: u32, seed: u64, threshold: u32) -> bool {
 }
 
 /// The keep threshold and the kept elements' scale at rate `p`.
-pub(super) fn threshold_and_scale(p: f64) -> (u32, f32) {
+pub(crate) fn threshold_and_scale(p: f64) -> (u32, f32) {
     let keep = 1.0 - p;
     (
         (keep * 4_294_967_296.0).min(u32::MAX as f64) as u32,
