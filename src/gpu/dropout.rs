@@ -9,6 +9,8 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{CubeRuntime, ops::numeric::empty_device};
 use cubecl::prelude::*;
 
+use super::update::offset;
+
 const UNITS: usize = 256;
 
 /// The most elements one launch takes: a unit each, in cubes along one axis of the grid.
@@ -23,18 +25,6 @@ fn round(v: u32) -> u32 {
     x ^= x >> 15;
     x *= 0x846c_a68b_u32;
     x ^ (x >> 16)
-}
-
-/// The offset of element `e` (counted in row-major order of the shape) of `t`, of any rank.
-#[cube]
-fn offset<F: Float>(t: &Tensor<F>, e: usize) -> usize {
-    let (rank, mut rest, mut at) = (t.rank(), e, 0);
-    for i in 0..rank {
-        let d = rank - 1 - i;
-        at += (rest % t.shape(d)) * t.stride(d);
-        rest /= t.shape(d);
-    }
-    at
 }
 
 #[cube(launch_unchecked)]

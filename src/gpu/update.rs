@@ -22,7 +22,7 @@ fn count<F: Float>(t: &Tensor<F>) -> usize {
 /// The offset of element `e` of `t` (of any rank: a convolution's kernels have four) in the
 /// row-major order of its shape.
 #[cube]
-fn offset<F: Float>(t: &Tensor<F>, e: usize) -> usize {
+pub(super) fn offset<F: Float>(t: &Tensor<F>, e: usize) -> usize {
     let (rank, mut rest, mut at) = (t.rank(), e, 0);
     for i in 0..rank {
         let d = rank - 1 - i;
