@@ -5,28 +5,26 @@
 //! the others train on; each replica's history goes to its own trial folder; the group
 //! checkpoints once.
 
-use crate::device::launches::{self, Meter};
 use crate::error::EmberError;
 use crate::model::{StepOutput, StepStats, StepTotals as Totals};
 use crate::run::checkpoint::CheckpointDir;
-use crate::run::history::{EpochRecord, History, SplitRecord};
-use crate::train::clip::clip_per_replica;
-use crate::train::non_finite::non_finite_weights;
+use crate::run::history::{EpochRecord, History};
+use crate::train::passes::{Figures, Members, Parts, Pass, diverged, guard_epoch, interrupted};
 use crate::train::reports::ReportClock;
 use crate::train::saver::Saver;
 use crate::train::signals::StopSignal;
-use crate::train::strategy::{diverged, step_seed};
-use burn::data::dataloader::Progress;
 use burn::module::{AutodiffModule, Module};
+use burn::optim::GradientsParams;
+use burn::prelude::Backend;
 use burn::tensor::backend::AutodiffBackend;
 use burn::train::{
-    EventProcessorTraining, InferenceStep, Interrupter, Learner, LearnerEvent,
-    LearningComponentsTypes, SupervisedLearningStrategy, SupervisedTrainingEventProcessor,
-    TrainLoader, TrainStep, TrainingComponents, TrainingItem, TrainingModel, ValidLoader,
+    InferenceStep, Learner, LearningComponentsTypes, SupervisedLearningStrategy,
+    SupervisedTrainingEventProcessor, TrainLoader, TrainStep, TrainingComponents, TrainingModel,
+    ValidLoader,
 };
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 type Inner<LC> = <<LC as LearningComponentsTypes>::Backend as AutodiffBackend>::InnerBackend;
 
@@ -91,155 +89,64 @@ fn mean_of(stats: &[StepStats], log: &GroupLog) -> StepStats {
     }
 }
 
-fn split_record(s: &StepStats, seconds: f64, steps: usize, lr: Option<f64>) -> SplitRecord {
-    SplitRecord {
-        loss: s.loss,
-        accuracy: s.accuracy,
-        seconds,
-        steps,
-        mae: s.mae,
-        r2: s.r2,
-        lr,
-    }
+/// The group as the epoch's passes see it: a replica whose figure goes non-finite ends alone
+/// (its trial is marked diverged) while the others train on.
+struct Group<'a> {
+    log: &'a mut GroupLog,
+    checkpoints: &'a CheckpointDir,
 }
 
-/// What `fit` hands to each epoch.
-struct Parts<'a, LC: LearningComponentsTypes> {
-    train: TrainLoader<LC>,
-    valid: ValidLoader<LC>,
-    processor: &'a mut SupervisedTrainingEventProcessor<LC>,
-    interrupter: Interrupter,
-    event_store: &'a burn::train::metric::store::EventStoreClient,
-    epochs: usize,
-    device: burn::tensor::Device<LC::Backend>,
+impl Members for Group<'_> {
+    fn count(&self) -> usize {
+        self.log.replicas.len()
+    }
+
+    fn read<B: Backend>(&self, totals: &mut Totals<B>) -> Vec<StepStats> {
+        totals.read_replicas(self.count())
+    }
+
+    fn clip<B: AutodiffBackend, M: AutodiffModule<B>>(
+        &self,
+        model: &M,
+        grads: GradientsParams,
+        max_norm: f64,
+    ) -> GradientsParams {
+        crate::train::clip::clip_per_replica(model, grads, max_norm, self.count())
+    }
+
+    fn guard(
+        &mut self,
+        finite: &[bool],
+        what: &str,
+        epoch: usize,
+        steps: &str,
+    ) -> Result<(), EmberError> {
+        for (r, ok) in self.log.replicas.iter_mut().zip(finite) {
+            if r.active && !ok {
+                r.active = false;
+                r.failure = Some(diverged(self.checkpoints, what, epoch, steps));
+            }
+        }
+        Ok(())
+    }
+
+    fn training(&self) -> bool {
+        self.log.replicas.iter().any(|r| r.active)
+    }
+
+    fn shown(&self, stats: &[StepStats]) -> StepStats {
+        mean_of(stats, self.log)
+    }
 }
 
 impl ReplicaStrategy {
-    /// Marks the active replicas whose figure is not finite as diverged.
-    fn check(&self, log: &mut GroupLog, finite: &[bool], what: &str, epoch: usize, steps: &str) {
-        for (r, ok) in log.replicas.iter_mut().zip(finite) {
-            if r.active && !ok {
-                r.active = false;
-                r.failure = Some(diverged(&self.checkpoints, what, epoch, steps.to_string()));
-            }
-        }
-    }
-
-    /// One training epoch: every replica's figures, read a few times a second (and at the end)
-    /// for the progress bar and the NaN guard.
-    fn train_epoch<LC>(
-        &self,
-        learner: &mut Learner<LC>,
-        parts: &mut Parts<'_, LC>,
-        epoch: usize,
-        log: &mut GroupLog,
-    ) -> (Vec<StepStats>, usize)
-    where
-        LC: LearningComponentsTypes,
-        LC::TrainingModel: TrainStep<Output = StepOutput<LC::Backend>>,
-    {
-        let k = log.replicas.len();
-        let mut totals = Totals::<LC::Backend>::new();
-        let mut iter = parts.train.iter();
-        let (mut step, mut good_until) = (0, 0);
-        let mut stats = Vec::new();
-        let mut meter = launches::enabled().then(|| Meter::start::<LC::Backend>(&parts.device));
-        while let Some(batch) = iter.next() {
-            step += 1;
-            learner.lr_step();
-            if let Some(seed) = self.dropout_seed {
-                crate::ops::dropout::seed_step::<LC::Backend>(
-                    &parts.device,
-                    step_seed(seed, epoch, step),
-                );
-            }
-            let out = learner.train_step(batch);
-            let grads = match self.clip_grad_norm {
-                Some(max) => clip_per_replica(&learner.model(), out.grads, max, k),
-                None => out.grads,
-            };
-            learner.optimizer_step(grads);
-            totals.add(out.item);
-            let progress = iter.progress();
-            let last = progress.items_processed >= progress.items_total;
-            let due = self.reports.step_due(last, last && epoch == parts.epochs);
-            if last && let Some(m) = meter.take() {
-                let cost = m.stop::<LC::Backend>(&parts.device, step);
-                log.launches.extend(cost.launches);
-            }
-            if last || due {
-                stats = totals.read_replicas(k);
-                let finite: Vec<bool> = stats.iter().map(|s| s.loss.is_finite()).collect();
-                let steps = format!("steps {}-{step}", good_until + 1);
-                self.check(log, &finite, "non-finite training loss", epoch, &steps);
-                good_until = step;
-            }
-            if due {
-                let shown = mean_of(&stats, log);
-                parts
-                    .processor
-                    .process_train(LearnerEvent::ProcessedItem(TrainingItem::new(
-                        Totals::report(shown, &parts.device),
-                        progress,
-                        Progress::new(epoch, parts.epochs),
-                        Some(step),
-                        Some(learner.lr_current()),
-                    )));
-            }
-            if parts.interrupter.should_stop() || log.replicas.iter().all(|r| !r.active) {
-                break;
-            }
-        }
-        if self.reports.epoch_reported() {
-            parts.processor.process_train(LearnerEvent::EndEpoch(epoch));
-        }
-        if stats.is_empty() {
-            stats = totals.read_replicas(k);
-        }
-        (stats, step)
-    }
-
-    /// One validation pass of every replica over its validation rows (shared, or with folds
-    /// its own).
-    fn valid_epoch<LC>(
-        &self,
-        model: &LC::InferenceModel,
-        parts: &mut Parts<'_, LC>,
-        epoch: usize,
-        log: &GroupLog,
-    ) -> (Vec<StepStats>, f64, usize)
-    where
-        LC: LearningComponentsTypes,
-        LC::InferenceModel: InferenceStep<Output = StepOutput<Inner<LC>>>,
-    {
-        let started = Instant::now();
-        let mut totals = Totals::<Inner<LC>>::new();
-        let mut iter = parts.valid.iter();
-        let mut step = 0;
-        for batch in iter.by_ref() {
-            step += 1;
-            totals.add(model.step(batch));
-        }
-        let stats = totals.read_replicas(log.replicas.len());
-        if self.reports.take_epoch() {
-            let shown = Totals::report(mean_of(&stats, log), &parts.device);
-            let progress = Progress::new(epoch, parts.epochs);
-            let item = TrainingItem::new(shown, iter.progress(), progress, Some(step), None);
-            parts
-                .processor
-                .process_valid(LearnerEvent::ProcessedItem(item));
-            parts.processor.process_valid(LearnerEvent::EndEpoch(epoch));
-        }
-        (stats, started.elapsed().as_secs_f64(), step)
-    }
-
     /// One epoch of the group: train, validate, guard, record, checkpoint. Returns whether
     /// training goes on.
     fn epoch<LC>(
         &self,
         epoch: usize,
         learner: &mut Learner<LC>,
-        parts: &mut Parts<'_, LC>,
+        (parts, device): (&mut Parts<'_, LC>, &burn::tensor::Device<LC::Backend>),
         log: &mut GroupLog,
         saves: &mut Saver<LC>,
     ) -> Result<bool, EmberError>
@@ -248,58 +155,46 @@ impl ReplicaStrategy {
         LC::TrainingModel: TrainStep<Output = StepOutput<LC::Backend>>,
         LC::InferenceModel: InferenceStep<Output = StepOutput<Inner<LC>>>,
     {
-        let k = log.replicas.len();
         self.device_epoch.set(epoch);
-        let started = Instant::now();
-        let (train, train_steps) = self.train_epoch(learner, parts, epoch, log);
-        let seconds = started.elapsed().as_secs_f64();
-        if parts.interrupter.should_stop() {
-            // A checkpoint write that failed stopped training: its own error says why.
-            if let Some(e) = self.checkpoints.failure() {
-                return Err(e);
-            }
-            let why = parts.interrupter.get_message();
-            let why = why.unwrap_or_else(|| "training was interrupted".to_string());
-            return Err(EmberError::Runtime(format!(
-                "stopped in epoch {epoch}: {why}"
-            )));
+        let pass = Pass {
+            device,
+            reports: &self.reports,
+            step_seed: self.dropout_seed,
+            clip_grad_norm: self.clip_grad_norm,
+            epoch,
+        };
+        let checkpoints = &self.checkpoints;
+        let mut group = Group { log, checkpoints };
+        let train = pass.train(learner, parts, &mut group)?;
+        log.launches.extend(train.launches);
+        if let Some(e) = interrupted(checkpoints, &parts.interrupter, epoch) {
+            return Err(e);
         }
         if log.replicas.iter().all(|r| !r.active) {
             return Ok(false);
         }
         let model = learner.model().valid();
-        let (valid, valid_seconds, valid_steps) = self.valid_epoch(&model, parts, epoch, log);
-        let finite: Vec<bool> = valid.iter().map(|s| s.loss.is_finite()).collect();
-        self.check(
-            log,
-            &finite,
-            "non-finite validation loss",
-            epoch,
-            "after the last step",
-        );
-        let bad = non_finite_weights::<LC::Backend, _>(&learner.model(), k);
-        let finite: Vec<bool> = bad.iter().map(|b| !b).collect();
-        self.check(
-            log,
-            &finite,
-            "non-finite weights",
-            epoch,
-            "after the last step",
-        );
+        let mut group = Group { log, checkpoints };
+        let valid = pass.valid(&model, parts, &group);
+        guard_epoch(&mut group, &valid, &learner.model(), epoch)?;
         let stopping = self.stop.requested() && epoch < parts.epochs;
         let last = epoch == parts.epochs;
         // A group's checkpoint holds no records: a resumed group reads them back from the
         // trials' metrics.csv, which must therefore reach the checkpoint's epoch first.
         // Decided once: a checkpoint is written only after the flush.
         let checkpoint = saves.due(last || stopping);
-        let train = (&train[..], seconds, train_steps);
-        let valid = (&valid[..], valid_seconds, valid_steps);
-        record_epoch(log, epoch, (train, valid), learner.lr_current(), checkpoint)?;
+        record_epoch(
+            log,
+            epoch,
+            (&train, &valid),
+            learner.lr_current(),
+            checkpoint,
+        )?;
         if checkpoint {
             saves.save(epoch, true, learner, parts.event_store, &[])?;
         }
         self.console
-            .line(&epoch_line(epoch, parts.epochs, log, seconds));
+            .line(&epoch_line(epoch, parts.epochs, log, train.seconds));
         if stopping {
             saves.wait_for(epoch)?;
             return Err(EmberError::Interrupted(format!(
@@ -311,15 +206,12 @@ impl ReplicaStrategy {
     }
 }
 
-/// A pass's statistics per replica, its seconds and its steps.
-type Pass<'a> = (&'a [StepStats], f64, usize);
-
 /// Adds the epoch's record to each active replica's history; with `flush`, writes every
 /// trial's metrics.csv.
 fn record_epoch(
     log: &mut GroupLog,
     epoch: usize,
-    (train, valid): (Pass<'_>, Pass<'_>),
+    (train, valid): (&Figures, &Figures),
     lr: f64,
     flush: bool,
 ) -> Result<(), EmberError> {
@@ -327,8 +219,8 @@ fn record_epoch(
         if replica.active {
             replica.history.push(EpochRecord {
                 epoch,
-                train: split_record(&train.0[r], train.1, train.2, Some(lr * replica.lr_factor)),
-                valid: split_record(&valid.0[r], valid.1, valid.2, None),
+                train: train.record(r, Some(lr * replica.lr_factor)),
+                valid: valid.record(r, None),
             })?;
         }
         if flush {
@@ -394,11 +286,11 @@ where
             interrupter: components.interrupter,
             event_store: &components.event_store,
             epochs: components.num_epochs,
-            device,
         };
         let mut log = std::mem::take(&mut *self.log.lock().expect("group log lock"));
         for epoch in starting_epoch..=parts.epochs {
-            match self.epoch(epoch, &mut learner, &mut parts, &mut log, &mut saves) {
+            let parts = (&mut parts, &device);
+            match self.epoch(epoch, &mut learner, parts, &mut log, &mut saves) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {

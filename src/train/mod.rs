@@ -9,6 +9,7 @@ pub use launch::{Training, with_model_and_optimizer};
 pub mod clip;
 pub mod metrics;
 pub mod non_finite;
+pub(crate) mod passes;
 pub mod reports;
 pub(crate) mod saver;
 pub mod schedule;

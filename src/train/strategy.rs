@@ -8,31 +8,28 @@
 //! - checkpoints go through ember's atomic checkpointer, and Ctrl-C stops after a checkpoint.
 
 use crate::config::EarlyStopping;
-use crate::device::launches::{self, Meter};
 use crate::error::EmberError;
-use crate::model::{StepOutput, StepTotals as Totals};
+use crate::model::StepOutput;
 use crate::run::checkpoint::CheckpointDir;
 use crate::run::early_stop;
 use crate::run::folder;
 use crate::run::history::{EpochRecord, History, SplitRecord};
-use crate::train::clip::clip_global_norm;
-use crate::train::non_finite::non_finite_weights;
+use crate::train::passes::{OneModel, Parts, Pass, guard_epoch, interrupted};
 use crate::train::reports::ReportClock;
 use crate::train::saver::Saver;
 use crate::train::signals::StopSignal;
-use burn::data::dataloader::{DataLoader, Progress};
 use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use burn::train::checkpoint::{CheckpointingAction, CheckpointingStrategy};
 use burn::train::metric::store::EventStoreClient;
 use burn::train::{
-    EventProcessorTraining, InferenceStep, Learner, LearnerEvent, LearningComponentsTypes,
-    SupervisedLearningStrategy, SupervisedTrainingEventProcessor, TrainLoader, TrainStep,
-    TrainingComponents, TrainingItem, TrainingModel, ValidLoader,
+    InferenceStep, Learner, LearningComponentsTypes, SupervisedLearningStrategy,
+    SupervisedTrainingEventProcessor, TrainLoader, TrainStep, TrainingComponents, TrainingModel,
+    ValidLoader,
 };
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 type Inner<LC> = <<LC as LearningComponentsTypes>::Backend as AutodiffBackend>::InnerBackend;
 
@@ -97,164 +94,27 @@ impl CheckpointingStrategy for EveryEpoch {
     }
 }
 
-/// The error for a non-finite value, naming where it was seen and the last good checkpoint.
-pub(crate) fn diverged(
-    checkpoints: &CheckpointDir,
-    what: &str,
-    epoch: usize,
-    steps: String,
-) -> EmberError {
-    let committed = checkpoints
-        .committed()
-        .or_else(|| crate::run::checkpoint::list_epochs(checkpoints.path()).pop());
-    let last_good = match committed {
-        Some(e) => format!(
-            "last good checkpoint: epoch {e} in {}",
-            checkpoints.path().display()
-        ),
-        None => "no checkpoint was written yet".to_string(),
-    };
-    EmberError::Diverged(format!(
-        "{what} in epoch {epoch}, {steps}; {last_good}; try a lower learning rate"
-    ))
-}
-
 impl<LC> EmberStrategy<LC>
 where
     LC: LearningComponentsTypes,
     LC::TrainingModel: TrainStep<Output = StepOutput<LC::Backend>>,
     LC::InferenceModel: InferenceStep<Output = StepOutput<Inner<LC>>>,
 {
-    fn diverged(&self, what: &str, epoch: usize, steps: String) -> EmberError {
-        diverged(&self.checkpoints, what, epoch, steps)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn train_epoch(
-        &self,
-        learner: &mut Learner<LC>,
-        loader: &dyn DataLoader<LC::Backend, <LC::TrainingModel as TrainStep>::Input>,
-        epoch: usize,
-        epochs: usize,
-        processor: &mut SupervisedTrainingEventProcessor<LC>,
-        interrupter: &burn::train::Interrupter,
-    ) -> Result<SplitRecord, EmberError> {
-        let started = Instant::now();
-        let mut totals = Totals::<LC::Backend>::new();
-        let mut iter = loader.iter();
-        let (mut step, mut good_until) = (0, 0);
-        let mut stats = None;
-        let mut meter = launches::enabled().then(|| Meter::start::<LC::Backend>(&self.device));
-        while let Some(batch) = iter.next() {
-            step += 1;
-            learner.lr_step();
-            if let Some(seed) = self.step_seed {
-                crate::ops::dropout::seed_step::<LC::Backend>(
-                    &self.device,
-                    step_seed(seed, epoch, step),
-                );
-            }
-            let out = learner.train_step(batch);
-            let grads = match self.clip_grad_norm {
-                Some(max) => clip_global_norm(&learner.model(), out.grads, max),
-                None => out.grads,
-            };
-            learner.optimizer_step(grads);
-            totals.add(out.item);
-            let progress = iter.progress();
-            let last = progress.items_processed >= progress.items_total;
-            let due = self.reports.step_due(last, last && epoch == epochs);
-            if last {
-                self.count_launches(meter.take(), step);
-            }
-            if last || due {
-                let s = totals.read();
-                if !s.loss.is_finite() {
-                    return Err(self.diverged(
-                        "non-finite training loss",
-                        epoch,
-                        format!("steps {}-{step}", good_until + 1),
-                    ));
-                }
-                good_until = step;
-                stats = Some(s);
-            }
-            if due && let Some(s) = stats {
-                processor.process_train(LearnerEvent::ProcessedItem(TrainingItem::new(
-                    Totals::report(s, &self.device),
-                    progress,
-                    Progress::new(epoch, epochs),
-                    Some(step),
-                    Some(learner.lr_current()),
-                )));
-            }
-            if interrupter.should_stop() {
-                break;
-            }
-        }
-        let seconds = started.elapsed().as_secs_f64();
-        if self.reports.epoch_reported() {
-            processor.process_train(LearnerEvent::EndEpoch(epoch));
-        }
-        let s = stats.unwrap_or_else(|| totals.read());
-        Ok(SplitRecord {
-            loss: s.loss,
-            accuracy: s.accuracy,
-            seconds,
-            steps: step,
-            mae: s.mae,
-            r2: s.r2,
-            lr: Some(learner.lr_current()),
-        })
-    }
-
-    /// Records the launches per step of an epoch's `steps`, where they are counted.
-    fn count_launches(&self, meter: Option<Meter>, steps: usize) {
-        if let Some(m) = meter {
-            let cost = m.stop::<LC::Backend>(&self.device, steps);
-            let mut log = self.log.lock().expect("run log lock");
-            log.launches.extend(cost.launches);
+    /// What every step of `epoch` needs besides the learner and the data.
+    fn pass(&self, epoch: usize) -> Pass<'_, LC::Backend> {
+        Pass {
+            device: &self.device,
+            reports: &self.reports,
+            step_seed: self.step_seed,
+            clip_grad_norm: self.clip_grad_norm,
+            epoch,
         }
     }
 
-    fn valid_epoch(
-        &self,
-        model: &LC::InferenceModel,
-        loader: &dyn DataLoader<Inner<LC>, <LC::InferenceModel as InferenceStep>::Input>,
-        epoch: usize,
-        epochs: usize,
-        processor: &mut SupervisedTrainingEventProcessor<LC>,
-    ) -> SplitRecord {
-        let started = Instant::now();
-        let device = self.device.clone();
-        let mut totals = Totals::<Inner<LC>>::new();
-        let mut iter = loader.iter();
-        let mut step = 0;
-        for batch in iter.by_ref() {
-            step += 1;
-            totals.add(model.step(batch));
-        }
-        let s = totals.read();
-        let seconds = started.elapsed().as_secs_f64();
-        if self.reports.take_epoch() {
-            processor.process_valid(LearnerEvent::ProcessedItem(TrainingItem::new(
-                Totals::report(s, &device),
-                iter.progress(),
-                Progress::new(epoch, epochs),
-                Some(step),
-                None,
-            )));
-            processor.process_valid(LearnerEvent::EndEpoch(epoch));
-        }
-        SplitRecord {
-            loss: s.loss,
-            accuracy: s.accuracy,
-            seconds,
-            steps: step,
-            mae: s.mae,
-            r2: s.r2,
-            lr: None,
-        }
+    /// Records the launches per step of an epoch, where they are counted.
+    fn count_launches(&self, launches: Option<f64>) {
+        let mut log = self.log.lock().expect("run log lock");
+        log.launches.extend(launches);
     }
 
     fn epoch_line(&self, r: &EpochRecord, epochs: usize) -> String {
@@ -298,55 +158,28 @@ where
         &self,
         epoch: usize,
         learner: &mut Learner<LC>,
-        components: &mut Components<'_, LC>,
+        parts: &mut Parts<'_, LC>,
         history: &mut History,
         saves: &mut Saver<LC>,
     ) -> Result<bool, EmberError> {
-        let epochs = components.epochs;
+        let pass = self.pass(epoch);
         self.epoch_cell.set(epoch);
-        let train = self.train_epoch(
-            learner,
-            &*components.train,
-            epoch,
-            epochs,
-            components.processor,
-            &components.interrupter,
-        )?;
-        if components.interrupter.should_stop() {
-            // A checkpoint write that failed stopped training: its own error says why.
-            if let Some(e) = self.checkpoints.failure() {
-                return Err(e);
-            }
-            let why = components
-                .interrupter
-                .get_message()
-                .unwrap_or_else(|| "training was interrupted".to_string());
-            return Err(EmberError::Runtime(format!(
-                "stopped in epoch {epoch}: {why}"
-            )));
+        let mut one = OneModel {
+            checkpoints: &self.checkpoints,
+        };
+        let train = pass.train(learner, parts, &mut one)?;
+        self.count_launches(train.launches);
+        if let Some(e) = interrupted(&self.checkpoints, &parts.interrupter, epoch) {
+            return Err(e);
         }
         let model = learner.model().valid();
-        let valid = self.valid_epoch(
-            &model,
-            &*components.valid,
-            epoch,
-            epochs,
-            components.processor,
-        );
-        if !valid.loss.is_finite() {
-            return Err(self.diverged(
-                "non-finite validation loss",
-                epoch,
-                "after the last step".into(),
-            ));
-        }
-        if non_finite_weights::<LC::Backend, _>(&learner.model(), 1)[0] {
-            return Err(self.diverged("non-finite weights", epoch, "after the last step".into()));
-        }
+        let valid = pass.valid(&model, parts, &one);
+        guard_epoch(&mut one, &valid, &learner.model(), epoch)?;
+        let epochs = parts.epochs;
         let record = EpochRecord {
             epoch,
-            train,
-            valid,
+            train: train.record(0, Some(learner.lr_current())),
+            valid: valid.record(0, None),
         };
         history.push(record)?;
         let record = *history.records().last().expect("just pushed");
@@ -357,7 +190,7 @@ where
             epoch,
             last || stopping,
             learner,
-            components.event_store,
+            parts.event_store,
             history.records(),
         )?;
         self.console.line(&self.epoch_line(&record, epochs));
@@ -408,16 +241,6 @@ where
     }
 }
 
-/// What `fit` hands to each epoch.
-struct Components<'a, LC: LearningComponentsTypes> {
-    train: TrainLoader<LC>,
-    valid: ValidLoader<LC>,
-    processor: &'a mut SupervisedTrainingEventProcessor<LC>,
-    interrupter: burn::train::Interrupter,
-    event_store: &'a EventStoreClient,
-    epochs: usize,
-}
-
 impl<LC> SupervisedLearningStrategy<LC> for EmberStrategy<LC>
 where
     LC: LearningComponentsTypes,
@@ -440,7 +263,7 @@ where
             &components.interrupter,
             &learner,
         );
-        let mut parts = Components {
+        let mut parts = Parts {
             train,
             valid,
             processor: &mut processor,
@@ -478,14 +301,4 @@ where
         self.log.lock().expect("run log lock").history = history.into_records();
         (learner.model(), processor)
     }
-}
-
-/// The generator seed of one training step's random draws (dropout masks): a SplitMix64 mix
-/// of the run's seed, the epoch and the step.
-pub fn step_seed(seed: u64, epoch: usize, step: usize) -> u64 {
-    let mut z = seed ^ ((epoch as u64) << 32) ^ step as u64;
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
