@@ -23,8 +23,9 @@
 
 use super::{
     contiguous::contiguous, contiguous::owned_contiguous, elementwise::GradPass,
-    elementwise::column_sums, elementwise::derivative, view::SendPtr, view::SendView, view::View,
-    view::assume_init, view::dims, view::tensor, view::uninit, view::view,
+    elementwise::column_sums, elementwise::derivative, view::LayerDims, view::SendPtr,
+    view::SendView, view::View, view::assume_init, view::dims, view::tensor, view::uninit,
+    view::view,
 };
 use super::{long_sums, short_sums};
 use burn::backend::flex::FlexTensor;
@@ -37,30 +38,32 @@ use std::sync::OnceLock;
 /// needed) by `short_sums`, whole and chunk by chunk, and the products are worth a pool's
 /// blocks of rows (`products::ROW_BLOCK_WORK`): smaller ones stay on one thread.
 pub(super) fn applies(
-    (m, k, n): (usize, usize, usize),
+    layer: LayerDims,
     (x, w): (View, View),
     need_dx: bool,
     threads: usize,
 ) -> bool {
-    let dz = (std::ptr::null(), n as isize, 1);
+    let dz = (std::ptr::null(), layer.outputs as isize, 1);
     let (xp, x_rs, x_cs) = x;
     let x_t = (xp, x_cs, x_rs);
-    let worth = m * k * n >= super::products::ROW_BLOCK_WORK;
+    let worth = layer.forward().work() >= super::products::ROW_BLOCK_WORK;
     worth
-        && long_sums::takes_chunks((k, n, m), (x_t, dz), threads)
-        && (!need_dx || dx_by_rows((m, k, n), w))
+        && long_sums::takes_chunks(layer.weight_grad(), (x_t, dz), threads)
+        && (!need_dx || dx_by_rows(layer, w))
 }
 
 /// Whether `dx [m, k] = dz [m, n] · wᵀ` takes `short_sums` on the whole batch, as `input_grad`
 /// computes it (`gemm_into`'s earlier kernels never take such a shape: `vector_products` needs
 /// a sum of one term or one output column, `long_sums` a long sum), and on each chunk, the last
 /// and shortest included.
-fn dx_by_rows((m, k, n): (usize, usize, usize), (wp, w_rs, w_cs): View) -> bool {
+fn dx_by_rows(layer: LayerDims, (wp, w_rs, w_cs): View) -> bool {
+    let (m, n) = (layer.batch, layer.outputs);
     let operands = ((std::ptr::null(), n as isize, 1), (wp, w_cs, w_rs));
     let last = m - (m - 1) / long_sums::CHUNK * long_sums::CHUNK;
-    [m, long_sums::CHUNK.min(m), last]
-        .into_iter()
-        .all(|rows| short_sums::applies((rows, k, n), operands))
+    [m, long_sums::CHUNK.min(m), last].into_iter().all(|batch| {
+        let rows = LayerDims { batch, ..layer };
+        short_sums::applies(rows.input_grad(), operands)
+    })
 }
 
 /// The gradients of `act(x · w + b)` from x `[m, k]`, w `[k, n]`, the output y and its gradient
@@ -75,8 +78,13 @@ pub(super) fn backward(
 ) -> super::LinearGrads<burn::backend::Flex> {
     let ((m, n), (_, k)) = (dims(&grad), dims(&x));
     let threads = rayon::current_num_threads();
+    let sizes = LayerDims {
+        batch: m,
+        inputs: k,
+        outputs: n,
+    };
     assert!(
-        applies((m, k, n), (view(&x), view(&w)), need_dx, threads),
+        applies(sizes, (view(&x), view(&w)), need_dx, threads),
         "a [{m} x {k}] · [{k} x {n}] layer's backward by chunks on {threads} threads"
     );
     let mut dz = owned_contiguous(grad);
@@ -85,7 +93,7 @@ pub(super) fn backward(
     let (xp, x_rs, x_cs) = view(&x);
     let (wp, w_rs, w_cs) = view(&w);
     let layer = Layer {
-        dims: (m, k, n),
+        dims: sizes,
         dz: SendPtr(dz.storage_mut::<f32>()[..m * n].as_mut_ptr()),
         y: &y.storage::<f32>()[y_range],
         pass: derivative(act),
@@ -114,8 +122,8 @@ pub(super) fn backward(
 
 /// A layer's backward as [`backward`] shares it among groups of chunks.
 struct Layer<'a> {
-    /// (m, k, n): x is `m x k`, w `k x n`.
-    dims: (usize, usize, usize),
+    /// x is `batch x inputs`, w `inputs x outputs`.
+    dims: LayerDims,
     /// The output's gradient, which becomes dz in place (`m x n`, rows).
     dz: SendPtr,
     /// The layer's output (`m x n`, rows), for the activation's derivative.
@@ -140,7 +148,11 @@ impl Layer<'_> {
     /// group's kernels run on its own thread): a group's thread could otherwise take up group
     /// g + 1 under group g, and wait for itself.
     fn groups_from(&self, g: usize, groups: usize, partials: &mut [f32], db: &[Carried]) {
-        let (m, k, n) = self.dims;
+        let LayerDims {
+            batch: m,
+            inputs: k,
+            outputs: n,
+        } = self.dims;
         let chunks = m.div_ceil(long_sums::CHUNK);
         let (first, end) = (g * chunks / groups, (g + 1) * chunks / groups);
         let (mine, rest) = partials.split_at_mut((end - first) * k * n);
@@ -157,14 +169,20 @@ impl Layer<'_> {
     /// the bias gradient's sums carried on through their rows into `db[g]`.
     fn group(&self, chunks: Range<usize>, sums: &mut [f32], db: &[Carried], g: usize) {
         let _poison = Poison(&db[g]);
-        let (m, k, n) = self.dims;
+        let LayerDims {
+            batch: m,
+            inputs: k,
+            outputs: n,
+        } = self.dims;
         let rows = chunks.start * long_sums::CHUNK..m.min(chunks.end * long_sums::CHUNK);
         for (c, sums) in chunks.zip(sums.chunks_mut(k * n)) {
             let start = c * long_sums::CHUNK;
             self.rows(start..m.min(start + long_sums::CHUNK));
             let dz = (self.dz.get().cast_const(), n as isize, 1);
             // SAFETY: `applies` holds; these rows of dz were written just above.
-            unsafe { long_sums::chunk_into(sums, (k, n, m), c, (self.x_t.get(), dz)) };
+            unsafe {
+                long_sums::chunk_into(sums, self.dims.weight_grad(), c, (self.x_t.get(), dz))
+            };
         }
         let mut sums = match g {
             0 => vec![0f32; n],
@@ -182,7 +200,7 @@ impl Layer<'_> {
 
     /// Rows `r` of dz (the derivative, in place) and of dx.
     fn rows(&self, r: Range<usize>) {
-        let (_, k, n) = self.dims;
+        let (k, n) = (self.dims.inputs, self.dims.outputs);
         // SAFETY: dz holds m x n elements; each chunk's rows are written and read by its own
         // group alone.
         let dz =
@@ -196,7 +214,11 @@ impl Layer<'_> {
             // these rows' written by this group alone.
             unsafe {
                 let dst = (dx.get().add(r.start * k), k);
-                short_sums::product_into(dst, (r.len(), k, n), false, operands, false);
+                let rows = LayerDims {
+                    batch: r.len(),
+                    ..self.dims
+                };
+                short_sums::product_into(dst, rows.input_grad(), false, operands, false);
             }
         }
     }
@@ -249,6 +271,16 @@ mod tests {
     use crate::ops::simd::{Simd, detected};
     use crate::ops::{contiguous::values, linear_layer::linear_backward};
 
+    /// A layer's sizes as the tables list them, `(m, k, n)`: a batch of m rows, k inputs, n
+    /// outputs.
+    fn layer((batch, inputs, outputs): (usize, usize, usize)) -> LayerDims {
+        LayerDims {
+            batch,
+            inputs,
+            outputs,
+        }
+    }
+
     /// dx (when asked for), dw and db of a `[m x k] · [k x n]` layer through
     /// `linear_layer::linear_backward` on `threads`, w in rows or as the view of a transpose
     /// (`w_columns`), and whether that took the chunks.
@@ -273,7 +305,12 @@ mod tests {
             // An output in (-1, 1), as tanh's, and the gradient arriving at it.
             let y: Vec<f32> = salted_values(m * n, 3).iter().map(|v| v.tanh()).collect();
             let (y, grad) = (tensor(y, m, n), tensor(salted_values(m * n, 4), m, n));
-            let chunked = applies((m, k, n), (view(&x), view(&w)), need_dx, threads);
+            let layer = LayerDims {
+                batch: m,
+                inputs: k,
+                outputs: n,
+            };
+            let chunked = applies(layer, (view(&x), view(&w)), need_dx, threads);
             let g = linear_backward(x, w, y, grad, act, need_dx);
             let mut out = vec![values(g.dw, k * n), values(g.db, n)];
             out.extend(g.dx.map(|dx| values(dx, m * k)));
@@ -343,14 +380,14 @@ mod tests {
         };
         // A last chunk of one row (the crate's matrix-vector kernel for dx), a sum of 17
         // outputs, 33 inputs, and too few chunks for the threads.
-        assert!(!applies((1537, 20, 10), views(20, 10), true, 2));
-        assert!(!applies((2048, 20, 17), views(20, 17), true, 2));
-        assert!(!applies((2048, 33, 10), views(33, 10), true, 2));
-        assert!(!applies((1024, 20, 10), views(20, 10), true, 3));
+        assert!(!applies(layer((1537, 20, 10)), views(20, 10), true, 2));
+        assert!(!applies(layer((2048, 20, 17)), views(20, 17), true, 2));
+        assert!(!applies(layer((2048, 33, 10)), views(33, 10), true, 2));
+        assert!(!applies(layer((1024, 20, 10)), views(20, 10), true, 3));
         // Too little work for a pool's blocks of rows.
-        assert!(!applies((1024, 4, 4), views(4, 4), false, 2));
+        assert!(!applies(layer((1024, 4, 4)), views(4, 4), false, 2));
         assert_eq!(
-            applies((1537, 20, 10), views(20, 10), false, 2),
+            applies(layer((1537, 20, 10)), views(20, 10), false, 2),
             detected() >= Simd::Avx2
         );
     }

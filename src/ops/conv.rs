@@ -13,7 +13,8 @@
 use super::Activation;
 use super::row_dots;
 use super::transpose::transpose_into;
-use super::{contiguous::contiguous, gemm::gemm_block, view::assume_init, view::uninit};
+use super::view::{ProductDims, assume_init, uninit};
+use super::{contiguous::contiguous, gemm::gemm_block};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
 use rayon::prelude::*;
@@ -302,13 +303,13 @@ fn rows(p: *const f32, cols: usize) -> (*const f32, isize, isize) {
 /// As for `gemm::gemm_block`, with `dst` rows `n` apart.
 unsafe fn product(
     dst: *mut f32,
-    (m, n, k): (usize, usize, usize),
+    dims: ProductDims,
     keep: bool,
     operands: ((*const f32, isize, isize), (*const f32, isize, isize)),
 ) {
     let (identity, serial) = (Activation::Identity, gemm::Parallelism::None);
     // SAFETY: forwarded from the caller.
-    unsafe { gemm_block(dst, n, (m, n, k), keep, operands, identity, serial) }
+    unsafe { gemm_block(dst, dims.cols, dims, keep, operands, identity, serial) }
 }
 
 /// The convolution of `x` `[n, cin, h, w]` with `weight` `[cout, cin, k, k]`, stride and zero
@@ -341,7 +342,14 @@ pub fn forward(
                 let operands = (rows(weight.as_ptr(), patch), rows(col.as_ptr(), pixels));
                 // SAFETY: `out` holds cout × pixels elements, written (not read) here; the
                 // operands are the whole weight and column buffers.
-                unsafe { product(out, (g.cout, pixels, patch), false, operands) };
+                unsafe {
+                    let dims = ProductDims {
+                        rows: g.cout,
+                        cols: pixels,
+                        inner: patch,
+                    };
+                    product(out, dims, false, operands)
+                };
                 if let Some(b) = bias {
                     // SAFETY: the product wrote every element.
                     let out = unsafe { std::slice::from_raw_parts_mut(out, g.cout * pixels) };
@@ -436,7 +444,14 @@ fn weight_grads(
                 let operands = (rows(dz.as_ptr(), pixels), rows(col_t.as_ptr(), patch));
                 // SAFETY: dw holds cout × patch initialised elements; dz is cout × pixels and
                 // col_t pixels × patch.
-                unsafe { product(dw.as_mut_ptr(), (g.cout, patch, pixels), true, operands) };
+                unsafe {
+                    let dims = ProductDims {
+                        rows: g.cout,
+                        cols: patch,
+                        inner: pixels,
+                    };
+                    product(dw.as_mut_ptr(), dims, true, operands)
+                };
                 add_bias(dz);
             }
         }
@@ -484,7 +499,14 @@ fn input_grad(weight: &[f32], grad: &[f32], g: &Geometry) -> Vec<f32> {
             let w_t = (weight.as_ptr(), 1, patch as isize);
             let operands = (w_t, rows(dz_side.as_ptr(), cols));
             // SAFETY: dcol holds patch × cols elements, written here; dz_side cout × cols.
-            unsafe { product(dcol.as_mut_ptr(), (patch, cols, g.cout), false, operands) };
+            unsafe {
+                let dims = ProductDims {
+                    rows: patch,
+                    cols,
+                    inner: g.cout,
+                };
+                product(dcol.as_mut_ptr(), dims, false, operands)
+            };
             for (i, dx) in dx.chunks_mut(g.image()).enumerate() {
                 col2im(&mut dcol[i * pixels..], cols, g, dx);
             }

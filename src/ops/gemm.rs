@@ -2,6 +2,7 @@
 //! with), with the bias and the activation applied to its rows.
 
 use super::elementwise::activate;
+use super::view::ProductDims;
 
 /// One product into `dst`, whose rows are `dst_rs` elements apart, on `parallelism`, then the
 /// activation on each of its rows while they are in cache.
@@ -11,7 +12,7 @@ use super::elementwise::activate;
 pub(super) unsafe fn gemm_block(
     dst: *mut f32,
     dst_rs: usize,
-    (m, n, k): (usize, usize, usize),
+    dims: ProductDims,
     keep: bool,
     ((lhs, lhs_rs, lhs_cs), (rhs, rhs_rs, rhs_cs)): (
         (*const f32, isize, isize),
@@ -20,6 +21,11 @@ pub(super) unsafe fn gemm_block(
     act: super::Activation,
     parallelism: gemm::Parallelism,
 ) {
+    let ProductDims {
+        rows: m,
+        cols: n,
+        inner: k,
+    } = dims;
     // SAFETY: forwarded from the caller.
     unsafe {
         gemm::gemm(
@@ -60,10 +66,10 @@ pub(super) unsafe fn gemm_block(
     }
 }
 
-/// Whether a product with an output of `rows x cols`, summed over `sum`, takes the gemm
+/// Whether a product with an output of `rows x cols`, summed over `inner`, takes the gemm
 /// crate's blocked kernel, and takes it turned over too: not its matrix-vector kernels (an
 /// output side of 1), its kernel for sums of at most 2, or its lane-wise kernel for outputs of
 /// at most 256 elements.
-pub(super) fn blocked(rows: usize, cols: usize, sum: usize) -> bool {
-    rows > 1 && cols > 1 && sum > 2 && rows * cols > 256
+pub(super) fn blocked(ProductDims { rows, cols, inner }: ProductDims) -> bool {
+    rows > 1 && cols > 1 && inner > 2 && rows * cols > 256
 }

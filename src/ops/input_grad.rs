@@ -21,7 +21,8 @@
 //! operands' strides, sum in other orders.
 
 use super::transpose::{transpose_to, transposed};
-use super::{gemm::gemm_block, products::gemm_into, products::product, view::SendView, view::View};
+use super::view::{LayerDims, ProductDims, SendView, View};
+use super::{gemm::gemm_block, products::gemm_into, products::product};
 
 /// A weight with rows of at least this many columns is copied (one way or the other); narrower
 /// rows pack without cache misses.
@@ -29,7 +30,8 @@ const COPY_COLUMNS: usize = 64;
 
 /// Whether turning over a product of a batch of `m` rows with a weight `[k, n]` copies fewer
 /// elements (the batch-sized `m·n` and `m·k`) than copying or packing the weight (`k·n`).
-pub(super) fn turning_copies_less(m: usize, k: usize, n: usize) -> bool {
+pub(super) fn turning_copies_less(layer: LayerDims) -> bool {
+    let (m, k, n) = (layer.batch, layer.inputs, layer.outputs);
     m * (n + k) <= k * n
 }
 
@@ -48,8 +50,8 @@ pub(super) struct InputGrad {
     plan: Plan,
     dz: SendView,
     w: SendView,
-    /// (m, k, n): dx is `m x k`, the sum runs over `n`.
-    dims: (usize, usize, usize),
+    /// dx is `batch x inputs`, the sum runs over `outputs`.
+    layer: LayerDims,
 }
 
 /// Chooses how to compute `dz [m, n] · wᵀ` for `w [k, n]`, and makes the plan's copy, spread
@@ -58,24 +60,20 @@ pub(super) struct InputGrad {
 /// # Safety
 /// `dz` and `w` address `m x n` and `k x n` readable elements through their strides, for as
 /// long as the result lives.
-pub(super) unsafe fn prepare(
-    dz: View,
-    w: View,
-    (m, k, n): (usize, usize, usize),
-    split: bool,
-) -> InputGrad {
+pub(super) unsafe fn prepare(dz: View, w: View, layer: LayerDims, split: bool) -> InputGrad {
+    let (m, k, n) = (layer.batch, layer.inputs, layer.outputs);
     // A column-major w (row stride 1) is wᵀ row-major already.
-    let plan = if n < COPY_COLUMNS || !super::gemm::blocked(m, k, n) || w.1 == 1 {
+    let plan = if n < COPY_COLUMNS || !super::gemm::blocked(layer.input_grad()) || w.1 == 1 {
         Plan::Strided
-    } else if turning_copies_less(m, k, n) {
+    } else if turning_copies_less(layer) {
         // SAFETY: forwarded from the caller.
         Plan::TurnedOver(unsafe { transposed(dz, m, n, split) })
     } else {
         // SAFETY: forwarded from the caller.
         Plan::CopiedWeight(unsafe { transposed(w, k, n, split) })
     };
-    let (dz, w, dims) = (SendView(dz), SendView(w), (m, k, n));
-    InputGrad { plan, dz, w, dims }
+    let (dz, w) = (SendView(dz), SendView(w));
+    InputGrad { plan, dz, w, layer }
 }
 
 impl InputGrad {
@@ -85,7 +83,8 @@ impl InputGrad {
     /// # Safety
     /// `dst` is writable at `i * dst_rs + j` for every `i < m`, `j < k`.
     pub(super) unsafe fn write(&self, dst: *mut f32, dst_rs: usize, split: bool) {
-        let (m, k, n) = self.dims;
+        let (m, k, n) = (self.layer.batch, self.layer.inputs, self.layer.outputs);
+        let dims = self.layer.input_grad();
         assert!(
             !split || dst_rs == k,
             "a split input gradient has contiguous rows"
@@ -100,22 +99,23 @@ impl InputGrad {
             Plan::CopiedWeight(w_t) => (w_t.as_ptr(), k as isize, 1),
             Plan::TurnedOver(dz_t) => unsafe {
                 let dz_t = (dz_t.as_ptr(), m as isize, 1);
-                let dx_t = product((k, m, n), w, dz_t, split);
+                let turned = ProductDims {
+                    rows: k,
+                    cols: m,
+                    inner: n,
+                };
+                let dx_t = product(turned, w, dz_t, split);
                 return transpose_to((dx_t.as_ptr(), m as isize, 1), k, m, (dst, dst_rs), split);
             },
         };
         #[cfg(target_arch = "x86_64")]
-        if !split && super::short_sums::applies((m, k, n), (dz, rhs)) {
+        if !split && super::short_sums::applies(dims, (dz, rhs)) {
             let (dst, operands) = ((dst, dst_rs), (dz, rhs));
-            return unsafe {
-                super::short_sums::product_into(dst, (m, k, n), false, operands, false)
-            };
+            return unsafe { super::short_sums::product_into(dst, dims, false, operands, false) };
         }
         match split {
-            true => unsafe { gemm_into(dst, (m, k, n), false, (dz, rhs), identity, true) },
-            false => unsafe {
-                gemm_block(dst, dst_rs, (m, k, n), false, (dz, rhs), identity, serial)
-            },
+            true => unsafe { gemm_into(dst, dims, false, (dz, rhs), identity, true) },
+            false => unsafe { gemm_block(dst, dst_rs, dims, false, (dz, rhs), identity, serial) },
         }
     }
 

@@ -11,7 +11,7 @@ use super::input_grad;
 use super::linear_layer::{linear, linear_backward, turns_over};
 use super::optimizers::{adam, adam_slice_at, sgd_slice_at};
 use super::products::{ROW_BLOCK_WORK, gemm_into, row_blocks};
-use super::view::{SendPtr, SendView, View, even_tiles, tensor};
+use super::view::{LayerDims, ProductDims, SendPtr, SendView, View, even_tiles, tensor};
 use crate::ops::simd::{Simd, detected};
 use burn::backend::flex::FlexTensor;
 
@@ -66,9 +66,25 @@ fn gemm(threads: usize, (m, n, k): (usize, usize, usize), keep_t: (bool, bool, b
     pool.install(|| unsafe {
         let operands = (lhs_view.get(), rhs_view.get());
         let identity = crate::ops::Activation::Identity;
-        gemm_into(dst_ptr.get(), (m, n, k), keep, operands, identity, true)
+        gemm_into(
+            dst_ptr.get(),
+            ProductDims::mnk((m, n, k)),
+            keep,
+            operands,
+            identity,
+            true,
+        )
     });
     dst
+}
+
+/// A layer of a batch of `m` rows, `k` inputs and `n` outputs, as the tests' tables list them.
+fn layer(m: usize, k: usize, n: usize) -> LayerDims {
+    LayerDims {
+        batch: m,
+        inputs: k,
+        outputs: n,
+    }
 }
 
 /// Bit patterns, for comparisons that tell -0.0 from 0.0 and compare NaNs.
@@ -248,7 +264,7 @@ fn row_blocks_give_the_same_bits_as_one_product_at_any_thread_count() {
         ((2048, 1, 64), (true, false, true)),
     ] {
         let (m, n, k) = shape;
-        assert!(m * n * k >= ROW_BLOCK_WORK && row_blocks(m, n, k, 2) == 2);
+        assert!(m * n * k >= ROW_BLOCK_WORK && row_blocks(ProductDims::mnk(shape), 2) == 2);
         let one = gemm(1, shape, keep_t);
         for threads in [2, 3, 4, 5, 7, 8, 16, 32, 64] {
             let split = gemm(threads, shape, keep_t);
@@ -282,7 +298,7 @@ fn every_input_gradient_plan_keeps_the_strided_products_bits() {
     ] {
         let (dz, w) = (values(m * n, 1), values(k * n, 2));
         let views = ((dz.as_ptr(), n as isize, 1), (w.as_ptr(), n as isize, 1));
-        let prepared = unsafe { input_grad::prepare(views.0, views.1, (m, k, n), false) };
+        let prepared = unsafe { input_grad::prepare(views.0, views.1, layer(m, k, n), false) };
         assert_eq!(prepared.kind(), plan, "{m}x{k}x{n}");
         // The strided product on one thread, as dx was computed before any copy.
         let strided = gemm(1, (m, k, n), (false, false, true));
@@ -327,7 +343,7 @@ fn a_forward_turned_over_keeps_the_bits_of_the_product_as_written() {
                         true => (std::ptr::null(), 1, m as isize),
                     };
                     let w_view = (std::ptr::null(), n as isize, 1);
-                    let turns = with_turn(true, || turns_over((x_view, w_view), (m, k, n)));
+                    let turns = with_turn(true, || turns_over((x_view, w_view), layer(m, k, n)));
                     assert_eq!(turns, threads == 1);
                     let x = match x_t {
                         false => tensor(values(m * k, 1), m, k),
@@ -414,10 +430,10 @@ fn a_view_running_backwards_along_the_sum_is_not_turned_over() {
         let (m, k, n, null) = (64, 784, 512, std::ptr::null());
         let (x, w) = ((null, k as isize, 1), (null, n as isize, 1));
         with_turn(true, || {
-            assert!(turns_over((x, w), (m, k, n)));
+            assert!(turns_over((x, w), layer(m, k, n)));
             // An input flipped along its features, and a weight flipped along its rows.
-            assert!(!turns_over(((null, k as isize, -1), w), (m, k, n)));
-            assert!(!turns_over((x, (null, -(n as isize), 1)), (m, k, n)));
+            assert!(!turns_over(((null, k as isize, -1), w), layer(m, k, n)));
+            assert!(!turns_over((x, (null, -(n as isize), 1)), layer(m, k, n)));
         });
     });
 }
@@ -429,8 +445,8 @@ fn the_forward_turns_over_only_where_the_gemm_crate_runs_its_avx512_kernel() {
         let (m, k, n, null) = (64, 784, 512, std::ptr::null());
         let (x, w) = ((null, k as isize, 1), (null, n as isize, 1));
         let avx512 = crate::ops::simd::gemm_kernel() == "avx512f";
-        assert_eq!(turns_over((x, w), (m, k, n)), avx512);
-        assert!(!with_turn(false, || turns_over((x, w), (m, k, n))));
+        assert_eq!(turns_over((x, w), layer(m, k, n)), avx512);
+        assert!(!with_turn(false, || turns_over((x, w), layer(m, k, n))));
         // A layer handed on from the first: a view of yᵀ where it turned, else rows.
         let x = tensor(values(m * k, 1), m, k);
         let (w, b) = (tensor(values(k * n, 2), k, n), values(n, 3));
@@ -462,7 +478,7 @@ fn input_gradients_split_over_the_pool_keep_the_strided_products_bits() {
             let (dz_view, w_view) = (SendView(views.0), SendView(views.1));
             let dx = pool.unwrap().install(|| unsafe {
                 let (dz_view, w_view) = (dz_view.get(), w_view.get());
-                let prepared = input_grad::prepare(dz_view, w_view, (m, k, n), true);
+                let prepared = input_grad::prepare(dz_view, w_view, layer(m, k, n), true);
                 assert_eq!(prepared.kind(), plan);
                 let mut dx = vec![0f32; m * k];
                 prepared.write(dx.as_mut_ptr(), k, true);
@@ -471,7 +487,7 @@ fn input_gradients_split_over_the_pool_keep_the_strided_products_bits() {
             assert!(same_bits(&dx, &strided), "{m}x{k}x{n} on {threads} threads");
         }
         let wide = unsafe {
-            let prepared = input_grad::prepare(views.0, views.1, (m, k, n), false);
+            let prepared = input_grad::prepare(views.0, views.1, layer(m, k, n), false);
             let mut wide = vec![f32::NAN; m * (k + 3)];
             prepared.write(wide.as_mut_ptr(), k + 3, false);
             wide
@@ -519,7 +535,7 @@ pub(in crate::ops) fn salted_values(len: usize, salt: u32) -> Vec<f32> {
 #[cfg(target_arch = "x86_64")]
 pub(in crate::ops) fn ours_and_crates(
     threads: usize,
-    dims: (usize, usize, usize),
+    dims: ProductDims,
     keep: bool,
     layouts: (bool, bool),
 ) -> [Vec<f32>; 2] {
@@ -538,11 +554,16 @@ pub(in crate::ops) fn ours_and_crates(
 #[cfg(target_arch = "x86_64")]
 pub(in crate::ops) fn ours_and_crates_by(
     threads: usize,
-    (m, n, k): (usize, usize, usize),
+    dims: ProductDims,
     keep: bool,
     (lhs_t, rhs_t): (bool, bool),
     ours_into: impl Fn(*mut f32, (View, View)) + Sync,
 ) -> [Vec<f32>; 2] {
+    let ProductDims {
+        rows: m,
+        cols: n,
+        inner: k,
+    } = dims;
     let (lhs_values, rhs_values) = (salted_values(m * k, 1), salted_values(k * n, 2));
     let lhs = match lhs_t {
         true => SendView((lhs_values.as_ptr(), 1, m as isize)),
@@ -563,7 +584,7 @@ pub(in crate::ops) fn ours_and_crates_by(
     // SAFETY: crates holds m * n initialised elements; the views m x k and k x n.
     unsafe {
         let crates = crates.as_mut_ptr();
-        gemm_block(crates, n, (m, n, k), keep, operands, identity, serial)
+        gemm_block(crates, n, dims, keep, operands, identity, serial)
     };
     [ours, crates]
 }

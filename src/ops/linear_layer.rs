@@ -9,7 +9,7 @@ use super::elementwise::{
 };
 use super::input_grad;
 use super::products::{PARALLEL_WORK, ROW_BLOCK_WORK, gemm_into, product};
-use super::view::{View, assume_init, dims, tensor, uninit, view};
+use super::view::{LayerDims, ProductDims, View, assume_init, dims, tensor, uninit, view};
 use burn::backend::flex::FlexTensor;
 use burn::tensor::DType;
 use std::mem::MaybeUninit;
@@ -37,31 +37,40 @@ pub fn linear(
     let (m, k) = dims(&x);
     let (k2, n) = dims(&w);
     assert_eq!(k, k2, "linear: x has {k} columns but w has {k2} rows");
-    let x = rows_unless(x, super::gemm::blocked(m, n, k));
+    let layer = LayerDims {
+        batch: m,
+        inputs: k,
+        outputs: n,
+    };
+    let x = rows_unless(x, super::gemm::blocked(layer.forward()));
     let (b, b_range) = contiguous(b, n);
     let bias = &b.storage::<f32>()[b_range];
     let operands = (view(&x), view(&w));
-    if turns_over(operands, (m, k, n)) {
+    if turns_over(operands, layer) {
         // SAFETY: the views address x's m x k and w's k x n elements.
-        let y_t = unsafe { linear_turned_over(operands, bias, (m, k, n), act) };
+        let y_t = unsafe { linear_turned_over(operands, bias, layer, act) };
         let y = transposed_view(tensor(y_t, n, m));
         return if hand_on_view { y } else { to_contiguous(&y) };
     }
     let mut out = uninit(m * n);
     #[cfg(target_arch = "x86_64")]
-    if super::tall_products::applies((m, n, k), operands) {
+    if super::tall_products::applies(layer.forward(), operands) {
         let split = m * n * k >= ROW_BLOCK_WORK;
         // SAFETY: `out` holds m x n elements, which the product writes whole; the views
         // address x's m x k and w's k x n elements; `bias` holds n.
         unsafe {
             let dst = out.as_mut_ptr().cast();
-            super::tall_products::linear_into(dst, (m, n, k), operands, bias, act, split);
+            super::tall_products::linear_into(dst, layer.forward(), operands, bias, act, split);
             return tensor(assume_init(out), m, n);
         }
     }
     fill_rows_over_pool(&mut out, bias);
     // SAFETY: `out` was filled just above; x and w are viewed through their layouts.
-    tensor(unsafe { onto_biases(out, (m, n, k), operands, act) }, m, n)
+    tensor(
+        unsafe { onto_biases(out, layer.forward(), operands, act) },
+        m,
+        n,
+    )
 }
 
 /// `act(out + lhs [m, k] · rhs [k, n])` for `out [m, n]` filled with biases: the product
@@ -71,21 +80,12 @@ pub fn linear(
 /// Every element of `out` is initialised; the views address `m x k` and `k x n` elements.
 unsafe fn onto_biases(
     mut out: Vec<MaybeUninit<f32>>,
-    (m, n, k): (usize, usize, usize),
+    dims: ProductDims,
     operands: (View, View),
     act: super::Activation,
 ) -> Vec<f32> {
     // SAFETY: forwarded from the caller; `out` holds m * n elements.
-    unsafe {
-        gemm_into(
-            out.as_mut_ptr().cast(),
-            (m, n, k),
-            true,
-            operands,
-            act,
-            true,
-        )
-    };
+    unsafe { gemm_into(out.as_mut_ptr().cast(), dims, true, operands, act, true) };
     // SAFETY: initialised by the caller, then accumulated onto by the product.
     unsafe { assume_init(out) }
 }
@@ -101,14 +101,11 @@ unsafe fn onto_biases(
 /// view that runs backwards along the sum (a flipped input or weight): the crate sums a left
 /// operand with a negative column stride from its far end, and the turn swaps which operand is
 /// on the left.
-pub(super) fn turns_over(
-    ((_, _, x_cs), (_, w_rs, w_cs)): (View, View),
-    (m, k, n): (usize, usize, usize),
-) -> bool {
+pub(super) fn turns_over(((_, _, x_cs), (_, w_rs, w_cs)): (View, View), layer: LayerDims) -> bool {
     let one_thread = rayon::current_num_threads() < 2;
     let forwards = x_cs > 0 && w_rs > 0;
-    let cheaper = n >= 64 && input_grad::turning_copies_less(m, k, n);
-    let shapes = super::gemm::blocked(m, n, k) && forwards && w_cs == 1 && cheaper;
+    let cheaper = layer.outputs >= 64 && input_grad::turning_copies_less(layer);
+    let shapes = super::gemm::blocked(layer.forward()) && forwards && w_cs == 1 && cheaper;
     one_thread && shapes && turn_pays()
 }
 
@@ -149,9 +146,10 @@ fn turn_pays() -> bool {
 unsafe fn linear_turned_over(
     ((xp, x_rs, x_cs), (wp, w_rs, w_cs)): (View, View),
     bias: &[f32],
-    (m, k, n): (usize, usize, usize),
+    layer: LayerDims,
     act: super::Activation,
 ) -> Vec<f32> {
+    let (m, k, n) = (layer.batch, layer.inputs, layer.outputs);
     let mut y_t = uninit(n * m);
     for (row, &b) in y_t.chunks_mut(m).zip(bias) {
         row.fill(MaybeUninit::new(b));
@@ -159,7 +157,12 @@ unsafe fn linear_turned_over(
     let operands = ((wp, w_cs, w_rs), (xp, x_cs, x_rs));
     // SAFETY: `y_t` was filled just above; the views are forwarded from the caller with their
     // strides swapped.
-    unsafe { onto_biases(y_t, (n, m, k), operands, act) }
+    let turned = ProductDims {
+        rows: n,
+        cols: m,
+        inner: k,
+    };
+    unsafe { onto_biases(y_t, turned, operands, act) }
 }
 
 /// The `[cols, rows]` view of a `[rows, cols]` tensor, sharing its storage.
@@ -190,11 +193,16 @@ pub fn linear_backward(
 ) -> super::LinearGrads<burn::backend::Flex> {
     let (m, n) = dims(&grad);
     let (_, k) = dims(&x);
-    let x = rows_unless(x, super::gemm::blocked(k, n, m));
+    let layer = LayerDims {
+        batch: m,
+        inputs: k,
+        outputs: n,
+    };
+    let x = rows_unless(x, super::gemm::blocked(layer.weight_grad()));
     // Small layers with FMA and a pool: by groups of rows, one thread to each (tabular-mlp).
     let threads = rayon::current_num_threads();
     #[cfg(target_arch = "x86_64")]
-    if super::chunked_backward::applies((m, k, n), (view(&x), view(&w)), need_dx, threads) {
+    if super::chunked_backward::applies(layer, (view(&x), view(&w)), need_dx, threads) {
         return super::chunked_backward::backward(x, w, y, grad, act, need_dx);
     }
     // The gradient before the activation, in the incoming gradient's buffer when possible.
@@ -212,17 +220,12 @@ pub fn linear_backward(
     let dw_of = |split| {
         let (xp, x_rs, x_cs) = view(&x);
         let dz_view = (dz_values.as_ptr(), n as isize, 1);
-        product((k, n, m), (xp, x_cs, x_rs), dz_view, split)
+        product(layer.weight_grad(), (xp, x_cs, x_rs), dz_view, split)
     };
     // dx [m, k] = dz [m, n] · wᵀ [n, k], its transposed copy made over the pool when `split`.
     // SAFETY: the views cover dz's m x n and w's k x n elements, which outlive the plan.
     let dx_plan = |split| unsafe {
-        input_grad::prepare(
-            (dz_values.as_ptr(), n as isize, 1),
-            view(&w),
-            (m, k, n),
-            split,
-        )
+        input_grad::prepare((dz_values.as_ptr(), n as isize, 1), view(&w), layer, split)
     };
     let dx_of = |plan: input_grad::InputGrad, split| {
         let mut dx = uninit(m * k);

@@ -16,7 +16,7 @@
 //! chunks ([`by_chunks`]). Either way each chunk of an element is summed by one thread and the
 //! chunks are added in order, so the thread count does not change a bit.
 
-use super::{view::SendPtr, view::SendView, view::View, view::even_tiles};
+use super::view::{ProductDims, SendPtr, SendView, View, even_tiles};
 use crate::ops::simd::{Simd, detected};
 use rayon::prelude::*;
 
@@ -72,7 +72,12 @@ const LONG: usize = 256;
 /// matrix-vector kernels (one row or column), nor its lane-wise kernel (at most 256 outputs,
 /// both operands along the sum), nor where the sum runs backwards along an operand (a flipped
 /// view, which the crate sums from its far end).
-pub(super) fn applies((m, n, k): (usize, usize, usize), (lhs, rhs): (View, View)) -> bool {
+pub(super) fn applies(dims: ProductDims, (lhs, rhs): (View, View)) -> bool {
+    let ProductDims {
+        rows: m,
+        cols: n,
+        inner: k,
+    } = dims;
     let ((_, l_rs, l_cs), (_, r_rs, r_cs)) = (lhs, rhs);
     let lane_wise = l_cs == 1 && r_rs == 1 && m * n <= 256;
     let blocked = (2..=64).contains(&m) && (2..=64).contains(&n) && !lane_wise;
@@ -90,7 +95,7 @@ pub(super) fn applies((m, n, k): (usize, usize, usize), (lhs, rhs): (View, View)
 /// and `rhs` address `m x k` and `k x n` elements through their strides.
 pub(super) unsafe fn product_into(
     dst: *mut f32,
-    dims: (usize, usize, usize),
+    dims: ProductDims,
     keep: bool,
     operands: (View, View),
     split: bool,
@@ -106,11 +111,16 @@ pub(super) unsafe fn product_into(
 unsafe fn product_at(
     width: Width,
     dst: *mut f32,
-    (m, n, k): (usize, usize, usize),
+    dims: ProductDims,
     keep: bool,
     (lhs, rhs): (View, View),
     split: bool,
 ) {
+    let ProductDims {
+        rows: m,
+        cols: n,
+        inner: k,
+    } = dims;
     let threads = if split {
         rayon::current_num_threads()
     } else {
@@ -118,7 +128,7 @@ unsafe fn product_at(
     };
     if threads > 1 && chunks_balance_better(width, (m, k), threads) {
         // SAFETY: forwarded from the caller.
-        return unsafe { by_chunks(width, dst, (m, n, k), keep, (lhs, rhs)) };
+        return unsafe { by_chunks(width, dst, dims, keep, (lhs, rhs)) };
     }
     let (dst, lhs, rhs) = (SendPtr(dst), SendView(lhs), SendView(rhs));
     // Blocks of two vectors of rows, or of one where that leaves a thread without a block.
@@ -143,12 +153,8 @@ unsafe fn product_at(
 /// Whether [`product_into`], split over `threads`, would take the sum's chunks ([`by_chunks`]):
 /// a layer's backward can then run the chunks itself ([`chunk_into`], [`add_chunks`]) with the
 /// bits of the product on any number of threads.
-pub(super) fn takes_chunks(
-    dims: (usize, usize, usize),
-    operands: (View, View),
-    threads: usize,
-) -> bool {
-    let (m, _, k) = dims;
+pub(super) fn takes_chunks(dims: ProductDims, operands: (View, View), threads: usize) -> bool {
+    let (m, k) = (dims.rows, dims.inner);
     // The width only once `applies` holds: a CPU without FMA has none.
     threads > 1
         && applies(dims, operands)
@@ -182,11 +188,15 @@ fn chunks_balance_better(width: Width, (m, k): (usize, usize), threads: usize) -
 unsafe fn by_chunks(
     width: Width,
     dst: *mut f32,
-    dims: (usize, usize, usize),
+    dims: ProductDims,
     keep: bool,
     operands: (View, View),
 ) {
-    let (m, n, k) = dims;
+    let ProductDims {
+        rows: m,
+        cols: n,
+        inner: k,
+    } = dims;
     let operands = (SendView(operands.0), SendView(operands.1));
     let mut partials = vec![0f32; k.div_ceil(CHUNK) * m * n];
     partials
@@ -206,7 +216,7 @@ unsafe fn by_chunks(
 /// As for [`product_into`]; `sums` holds `m * n` elements; chunk c starts inside the sum.
 pub(super) unsafe fn chunk_into(
     sums: &mut [f32],
-    dims: (usize, usize, usize),
+    dims: ProductDims,
     c: usize,
     operands: (View, View),
 ) {
@@ -221,7 +231,11 @@ pub(super) unsafe fn chunk_into(
 unsafe fn chunk_at(
     width: Width,
     sums: &mut [f32],
-    (m, n, k): (usize, usize, usize),
+    ProductDims {
+        rows: m,
+        cols: n,
+        inner: k,
+    }: ProductDims,
     c: usize,
     ((l, l_rs, l_cs), (r, r_rs, r_cs)): (View, View),
 ) {
@@ -464,7 +478,7 @@ mod tests {
 
     /// `[m, n]` from `gemm_into` on `threads` and from the gemm crate; lhs `[m, k]` as the
     /// transpose of row-major `[k, m]` (a weight gradient's xᵀ) or row-major itself.
-    fn both(threads: usize, dims: (usize, usize, usize), keep: bool, lhs_t: bool) -> [Vec<f32>; 2] {
+    fn both(threads: usize, dims: ProductDims, keep: bool, lhs_t: bool) -> [Vec<f32>; 2] {
         ours_and_crates(threads, dims, keep, (lhs_t, false))
     }
 
@@ -511,7 +525,11 @@ mod tests {
                 (std::ptr::null(), n as isize, 1),
             );
             let fma = detected() >= Simd::Avx2;
-            assert_eq!(applies((m, n, k), operands), fma, "({m}, {n}, {k})");
+            assert_eq!(
+                applies(ProductDims::mnk((m, n, k)), operands),
+                fma,
+                "({m}, {n}, {k})"
+            );
             for (threads, keep, lhs_t) in [
                 (1, false, true),
                 (2, false, true),
@@ -520,7 +538,7 @@ mod tests {
                 (1, false, false),
                 (3, false, true),
             ] {
-                let [ours, crates] = both(threads, (m, n, k), keep, lhs_t);
+                let [ours, crates] = both(threads, ProductDims::mnk((m, n, k)), keep, lhs_t);
                 assert!(
                     same_bits(&ours, &crates),
                     "({m}, {n}, {k}) on {threads} threads, keep {keep}, lhs transposed {lhs_t}"
@@ -531,12 +549,7 @@ mod tests {
 
     /// `[m, n]` from [`product_at`] at `width` on `threads` and from the gemm crate, lhs as a
     /// weight gradient's xᵀ; onto the destination's values when `keep`.
-    fn at_width(
-        width: Width,
-        threads: usize,
-        dims: (usize, usize, usize),
-        keep: bool,
-    ) -> [Vec<f32>; 2] {
+    fn at_width(width: Width, threads: usize, dims: ProductDims, keep: bool) -> [Vec<f32>; 2] {
         // SAFETY: m * n elements and views of m x k and k x n; the CPU has width's
         // instructions (the caller takes widths up to detected()'s).
         let ours = |dst, operands| unsafe { product_at(width, dst, dims, keep, operands, true) };
@@ -565,7 +578,8 @@ mod tests {
         for level in levels {
             for (m, n, k) in shapes.into_iter().chain(more) {
                 for (threads, keep) in [(1, false), (2, true), (2, false), (3, true)] {
-                    let [ours, crates] = at_width(Width::of(level), threads, (m, n, k), keep);
+                    let [ours, crates] =
+                        at_width(Width::of(level), threads, ProductDims::mnk((m, n, k)), keep);
                     let what = format!("{level}: ({m}, {n}, {k}) on {threads}, keep {keep}");
                     assert!(same_bits(&ours, &crates), "{what}");
                 }
@@ -576,15 +590,15 @@ mod tests {
     #[test]
     fn short_sums_large_outputs_and_flipped_views_stay_with_the_crate() {
         let forwards = ((std::ptr::null(), 1, 61), (std::ptr::null(), 20, 1));
-        assert!(!applies((61, 20, 255), forwards));
-        assert!(!applies((65, 20, 2048), forwards));
-        assert!(!applies((2048, 20, 61), forwards));
+        assert!(!applies(ProductDims::mnk((61, 20, 255)), forwards));
+        assert!(!applies(ProductDims::mnk((65, 20, 2048)), forwards));
+        assert!(!applies(ProductDims::mnk((2048, 20, 61)), forwards));
         // One column: the crate's matrix-vector kernel; both operands along the sum and at
         // most 256 outputs: its lane-wise kernel.
-        assert!(!applies((10, 1, 2048), forwards));
+        assert!(!applies(ProductDims::mnk((10, 1, 2048)), forwards));
         let along_sum = ((std::ptr::null(), 2048, 1), (std::ptr::null(), 1, 2048));
-        assert!(!applies((20, 10, 2048), along_sum));
+        assert!(!applies(ProductDims::mnk((20, 10, 2048)), along_sum));
         let flipped = ((std::ptr::null(), 1, -61), (std::ptr::null(), 20, 1));
-        assert!(!applies((61, 20, 2048), flipped));
+        assert!(!applies(ProductDims::mnk((61, 20, 2048)), flipped));
     }
 }

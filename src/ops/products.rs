@@ -3,7 +3,7 @@
 //! columns over the pool.
 
 use super::gemm::gemm_block;
-use super::view::{SendPtr, SendView};
+use super::view::{ProductDims, SendPtr, SendView};
 use rayon::prelude::*;
 
 /// The work above which a product is split across the pool by blocks of columns (Burn's own
@@ -38,7 +38,7 @@ pub(super) const ROW_BLOCK_WORK: usize = 1 << 17;
 /// `m x k` and `k x n` elements through their strides.
 pub(super) unsafe fn gemm_into(
     dst: *mut f32,
-    (m, n, k): (usize, usize, usize),
+    dims: ProductDims,
     keep: bool,
     (lhs, rhs): ((*const f32, isize, isize), (*const f32, isize, isize)),
     act: super::Activation,
@@ -46,50 +46,50 @@ pub(super) unsafe fn gemm_into(
 ) {
     let threads = rayon::current_num_threads();
     let (serial, pool) = (gemm::Parallelism::None, gemm::Parallelism::Rayon(0));
-    let work = m * n * k;
-    let product = (dst, (m, n, k), keep, (lhs, rhs), act);
+    let work = dims.work();
+    let product = (dst, dims, keep, (lhs, rhs), act);
     // SAFETY (every call): forwarded from the caller.
     #[cfg(target_arch = "x86_64")]
     if act == super::Activation::Identity
-        && let Some(kernel) = super::vector_products::kernel_for((m, n, k), keep, (lhs, rhs))
+        && let Some(kernel) = super::vector_products::kernel_for(dims, keep, (lhs, rhs))
     {
         let split = split && work >= super::vector_products::SPLIT_WORK;
         let operands = (lhs, rhs);
         return unsafe {
-            super::vector_products::product_into(kernel, dst, (m, n, k), keep, operands, split)
+            super::vector_products::product_into(kernel, dst, dims, keep, operands, split)
         };
     }
     #[cfg(target_arch = "x86_64")]
-    if act == super::Activation::Identity && super::long_sums::applies((m, n, k), (lhs, rhs)) {
+    if act == super::Activation::Identity && super::long_sums::applies(dims, (lhs, rhs)) {
         let split = split && work >= ROW_BLOCK_WORK;
-        return unsafe { super::long_sums::product_into(dst, (m, n, k), keep, (lhs, rhs), split) };
+        return unsafe { super::long_sums::product_into(dst, dims, keep, (lhs, rhs), split) };
     }
     #[cfg(target_arch = "x86_64")]
-    if act == super::Activation::Identity && super::short_sums::applies((m, n, k), (lhs, rhs)) {
+    if act == super::Activation::Identity && super::short_sums::applies(dims, (lhs, rhs)) {
         let split = split && work >= ROW_BLOCK_WORK;
-        let dst = (dst, n);
-        return unsafe { super::short_sums::product_into(dst, (m, n, k), keep, (lhs, rhs), split) };
+        let dst = (dst, dims.cols);
+        return unsafe { super::short_sums::product_into(dst, dims, keep, (lhs, rhs), split) };
     }
     if !split || threads < 2 || work < ROW_BLOCK_WORK {
-        return unsafe { gemm_block(dst, n, (m, n, k), keep, (lhs, rhs), act, serial) };
+        return unsafe { gemm_block(dst, dims.cols, dims, keep, (lhs, rhs), act, serial) };
     }
-    let columns = threads.min(n / MIN_BLOCK_COLUMNS);
+    let columns = threads.min(dims.cols / MIN_BLOCK_COLUMNS);
     if work >= PARALLEL_WORK && columns >= 2 {
         return unsafe { in_blocks(product, Cut::Columns, columns) };
     }
-    let rows = row_blocks(m, n, k, threads);
+    let rows = row_blocks(dims, threads);
     if rows >= 2 {
         return unsafe { in_blocks(product, Cut::Rows, rows) };
     }
     let parallelism = if work >= PARALLEL_WORK { pool } else { serial };
-    unsafe { gemm_block(dst, n, (m, n, k), keep, (lhs, rhs), act, parallelism) }
+    unsafe { gemm_block(dst, dims.cols, dims, keep, (lhs, rhs), act, parallelism) }
 }
 
 /// A product's operands as [`gemm_into`] takes them: destination, sizes, keep, (lhs, rhs) and
 /// the activation.
 type Product = (
     *mut f32,
-    (usize, usize, usize),
+    ProductDims,
     bool,
     ((*const f32, isize, isize), (*const f32, isize, isize)),
     super::Activation,
@@ -107,7 +107,8 @@ enum Cut {
 ///
 /// # Safety
 /// As for [`gemm_into`].
-unsafe fn in_blocks((dst, (m, n, k), keep, (lhs, rhs), act): Product, cut: Cut, blocks: usize) {
+unsafe fn in_blocks((dst, dims, keep, (lhs, rhs), act): Product, cut: Cut, blocks: usize) {
+    let (m, n) = (dims.rows, dims.cols);
     let start = |b: usize| match cut {
         // Column block b starts at b·n/blocks rounded down to whole vectors, so each is more
         // than MIN_BLOCK_COLUMNS - BLOCK_COLUMNS wide, and the last at least n / blocks.
@@ -129,15 +130,13 @@ unsafe fn in_blocks((dst, (m, n, k), keep, (lhs, rhs), act): Product, cut: Cut, 
             let (block_dst, size, operands) = match cut {
                 Cut::Columns => {
                     let block_rhs = (r.offset(first as isize * r_cs), r_rs, r_cs);
-                    (dst.get().add(first), (m, len, k), (lhs.get(), block_rhs))
+                    let size = ProductDims { cols: len, ..dims };
+                    (dst.get().add(first), size, (lhs.get(), block_rhs))
                 }
                 Cut::Rows => {
                     let block_lhs = (l.offset(first as isize * l_rs), l_rs, l_cs);
-                    (
-                        dst.get().add(first * n),
-                        (len, n, k),
-                        (block_lhs, rhs.get()),
-                    )
+                    let size = ProductDims { rows: len, ..dims };
+                    (dst.get().add(first * n), size, (block_lhs, rhs.get()))
                 }
             };
             let serial = gemm::Parallelism::None;
@@ -150,13 +149,18 @@ unsafe fn in_blocks((dst, (m, n, k), keep, (lhs, rhs), act): Product, cut: Cut, 
 /// sums in another order, and a few rows are not worth a hand-off.
 const MIN_BLOCK_ROWS: usize = 8;
 
-/// How many blocks of rows an `m x k · k x n` product splits into on `threads` (fewer than 2:
+/// How many blocks of rows an `m x k · k x n` product (`dims`) splits into on `threads` (fewer than 2:
 /// not split). Each block must take the gemm crate's path for the whole product, since the
 /// paths sum in different orders. A product of at most 64 rows and 64 columns is summed over
 /// `k` in chunks of 512, and a larger one in chunks set by the cache; the two agree when
 /// `k <= 512`. So where `k` is longer, the blocks of a product that takes the larger path keep
 /// more than 64 rows each, and take it too. Likewise for the 256-element kernel below.
-pub(super) fn row_blocks(m: usize, n: usize, k: usize, threads: usize) -> usize {
+pub(super) fn row_blocks(dims: ProductDims, threads: usize) -> usize {
+    let ProductDims {
+        rows: m,
+        cols: n,
+        inner: k,
+    } = dims;
     let mut least = if k > 512 && m > 64 && n <= 64 {
         MIN_BLOCK_ROWS.max(65)
     } else {
@@ -181,25 +185,19 @@ const MIN_BLOCK_COLUMNS: usize = 80;
 
 /// A matrix product into a fresh buffer that the product overwrites whole.
 pub(super) fn product(
-    (m, n, k): (usize, usize, usize),
+    dims: ProductDims,
     lhs: (*const f32, isize, isize),
     rhs: (*const f32, isize, isize),
     split: bool,
 ) -> Vec<f32> {
-    let mut out: Vec<f32> = Vec::with_capacity(m * n);
+    let len = dims.rows * dims.cols;
+    let mut out: Vec<f32> = Vec::with_capacity(len);
     // SAFETY: `out` has room for m * n elements, which gemm writes without reading (keep is
     // false), so every element is initialised before `set_len`; lhs and rhs come from `view`.
     unsafe {
         let identity = super::Activation::Identity;
-        gemm_into(
-            out.as_mut_ptr(),
-            (m, n, k),
-            false,
-            (lhs, rhs),
-            identity,
-            split,
-        );
-        out.set_len(m * n);
+        gemm_into(out.as_mut_ptr(), dims, false, (lhs, rhs), identity, split);
+        out.set_len(len);
     }
     out
 }

@@ -5,7 +5,7 @@ use super::contiguous::{contiguous, owned_contiguous};
 use super::elementwise::{PARALLEL_ELEMENTS, column_sums, derivative, fill_rows};
 use super::input_grad;
 use super::products::gemm_into;
-use super::view::{SendView, assume_init, replica_view, uninit};
+use super::view::{LayerDims, SendView, assume_init, replica_view, uninit};
 use burn::backend::flex::FlexTensor;
 use rayon::prelude::*;
 
@@ -58,6 +58,11 @@ pub fn linear_replicas(
     if !stacked {
         return super::shared_input::forward(x, w, b, act);
     }
+    let layer = LayerDims {
+        batch: m,
+        inputs: k,
+        outputs: n,
+    };
     let (b, b_range) = contiguous(b, reps * n);
     let bias = &b.storage::<f32>()[b_range];
     let mut out = uninit(reps * m * n);
@@ -72,7 +77,7 @@ pub fn linear_replicas(
         let dst = dst.as_mut_ptr().cast::<f32>();
         // SAFETY: `dst` holds replica r's m * n elements, initialised just above; the views
         // address its input and weights.
-        unsafe { gemm_into(dst, (m, n, k), true, (xv.0, wv.0), act, split) };
+        unsafe { gemm_into(dst, layer.forward(), true, (xv.0, wv.0), act, split) };
     });
     // SAFETY: every replica's slice was filled and then written by its product.
     let out = unsafe { assume_init(out) };
@@ -128,6 +133,11 @@ pub fn linear_replicas_backward(
     let (reps, m, n) = (gs[0], gs[1], gs[2]);
     let k = w.layout().shape()[1];
     let (dz, db) = replica_dz(grad, y, act, (reps, m, n));
+    let layer = LayerDims {
+        batch: m,
+        inputs: k,
+        outputs: n,
+    };
     let dz_values = &dz.storage::<f32>()[..reps * m * n];
     let dz_view = |r: usize| SendView((dz_values[r * m * n..].as_ptr(), n as isize, 1));
     let views: Vec<(SendView, SendView, SendView)> = (0..reps)
@@ -145,7 +155,7 @@ pub fn linear_replicas_backward(
         unsafe {
             gemm_into(
                 dst.as_mut_ptr().cast(),
-                (k, n, m),
+                layer.weight_grad(),
                 false,
                 ((xp, x_cs, x_rs), dz),
                 super::Activation::Identity,
@@ -156,8 +166,8 @@ pub fn linear_replicas_backward(
     // SAFETY: every replica's product wrote its whole slice.
     let dw = unsafe { assume_init(dw) };
     let dx = need_dx.then(|| match super::shared_input::is_side_by_side(&x) {
-        true => super::shared_input::input_grads(&views, (reps, m, k, n)),
-        false => input_grads(&views, (reps, m, k, n)),
+        true => super::shared_input::input_grads(&views, (reps, layer)),
+        false => input_grads(&views, (reps, layer)),
     });
     super::LinearGrads {
         dx,
@@ -169,15 +179,16 @@ pub fn linear_replicas_backward(
 /// Each replica's input gradient `dx_r [m, k] = dz_r [m, n] · w_rᵀ [n, k]`: `[K, m, k]`.
 fn input_grads(
     views: &[(SendView, SendView, SendView)],
-    (reps, m, k, n): (usize, usize, usize, usize),
+    (reps, layer): (usize, LayerDims),
 ) -> FlexTensor {
+    let (m, k, n) = (layer.batch, layer.inputs, layer.outputs);
     let mut dx = uninit(reps * m * k);
     per_replica(&mut dx, m * k, reps * m * n * k, |r, dst, split| {
         let (w, dz) = (views[r].1.0, views[r].2.0);
         // SAFETY: `dst` holds m * k elements, which the plan writes whole; the views address
         // dz_r and w_r.
         unsafe {
-            let plan = input_grad::prepare(dz, w, (m, k, n), split);
+            let plan = input_grad::prepare(dz, w, layer, split);
             plan.write(dst.as_mut_ptr().cast(), k, split)
         };
     });

@@ -8,8 +8,8 @@
 //! their inputs are one product `[n, c + 1] · [c + 1, K]`.
 
 use super::{
-    contiguous::contiguous, contiguous::owned_contiguous, products::product, view::replica_view,
-    view::view,
+    contiguous::contiguous, contiguous::owned_contiguous, products::product, view::ProductDims,
+    view::replica_view, view::view,
 };
 use burn::backend::flex::FlexTensor;
 use burn::tensor::TensorData;
@@ -65,7 +65,12 @@ pub fn forward(
     let residuals = if shared {
         // The coefficients `[K, c + 1]` read as `[c + 1, K]`.
         let coefs_t = (coefs.as_ptr(), 1, width as isize);
-        let mut e = product((n, reps, width), view(&x), coefs_t, true);
+        let dims = ProductDims {
+            rows: n,
+            cols: reps,
+            inner: width,
+        };
+        let mut e = product(dims, view(&x), coefs_t, true);
         for (row, t) in e.chunks_mut(reps).zip(&targets) {
             for (v, sum) in row.iter_mut().zip(&mut loss) {
                 *v -= t;
@@ -75,9 +80,14 @@ pub fn forward(
         tensor(e, [n, reps])
     } else {
         let mut e = Vec::with_capacity(reps * n);
+        let dims = ProductDims {
+            rows: n,
+            cols: 1,
+            inner: width,
+        };
         for r in 0..reps {
             let coef = (coefs[r * width..].as_ptr(), 1, 1);
-            e.extend(product((n, 1, width), replica_view(&x, r), coef, true));
+            e.extend(product(dims, replica_view(&x, r), coef, true));
         }
         let rows = e.chunks_mut(n).zip(targets.chunks(n));
         for ((row, t), sum) in rows.zip(&mut loss) {
@@ -123,20 +133,25 @@ pub fn backward(
         for row in g.chunks_mut(reps) {
             row.iter_mut().zip(&scale).for_each(|(v, s)| *v *= s);
         }
-        product(
-            (reps, width, n),
-            (g.as_ptr(), 1, reps as isize),
-            view(&x),
-            true,
-        )
+        let dims = ProductDims {
+            rows: reps,
+            cols: width,
+            inner: n,
+        };
+        product(dims, (g.as_ptr(), 1, reps as isize), view(&x), true)
     } else {
         for (row, s) in g.chunks_mut(n).zip(&scale) {
             row.iter_mut().for_each(|v| *v *= s);
         }
         let mut out = Vec::with_capacity(reps * width);
+        let dims = ProductDims {
+            rows: 1,
+            cols: width,
+            inner: n,
+        };
         for r in 0..reps {
             let g_r = (g[r * n..].as_ptr(), n as isize, 1);
-            out.extend(product((1, width, n), g_r, replica_view(&x, r), true));
+            out.extend(product(dims, g_r, replica_view(&x, r), true));
         }
         out
     };

@@ -13,7 +13,7 @@ use super::{Activation, LinearGrads};
 use super::{
     contiguous::contiguous, contiguous::owned_contiguous, elementwise::column_sums_strided,
     elementwise::derivative, elementwise::fill_rows, products::gemm_into, products::product,
-    view::SendPtr, view::SendView, view::assume_init, view::uninit, view::view,
+    view::LayerDims, view::SendPtr, view::SendView, view::assume_init, view::uninit, view::view,
 };
 use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
@@ -69,7 +69,19 @@ pub fn forward(x: FlexTensor, w: FlexTensor, b: FlexTensor, act: Activation) -> 
     // m x k elements and `wide` holds k * width.
     unsafe {
         let dst = out.as_mut_ptr().cast();
-        gemm_into(dst, (m, width, k), true, (view(&x), wide_view), act, true);
+        let wide_layer = LayerDims {
+            batch: m,
+            inputs: k,
+            outputs: width,
+        };
+        gemm_into(
+            dst,
+            wide_layer.forward(),
+            true,
+            (view(&x), wide_view),
+            act,
+            true,
+        );
     }
     // SAFETY: filled with the biases, then accumulated onto by the product.
     side_by_side(unsafe { assume_init(out) }, (reps, m, n))
@@ -101,7 +113,12 @@ pub fn backward(
     });
     let dz_view = (dz_rows.as_ptr(), width as isize, 1);
     let (xp, x_rs, x_cs) = view(&x);
-    let dw_wide = product((k, width, m), (xp, x_cs, x_rs), dz_view, true);
+    let wide_layer = LayerDims {
+        batch: m,
+        inputs: k,
+        outputs: width,
+    };
+    let dw_wide = product(wide_layer.weight_grad(), (xp, x_cs, x_rs), dz_view, true);
     let mut dw = Vec::with_capacity(reps * k * n);
     for r in 0..reps {
         (0..k).for_each(|j| dw.extend_from_slice(&dw_wide[j * width + r * n..][..n]));
@@ -109,7 +126,7 @@ pub fn backward(
     let dx = need_dx.then(|| {
         let wide = wide_weights(w, (reps, k, n));
         let dx = product(
-            (m, k, width),
+            wide_layer.input_grad(),
             dz_view,
             (wide.as_ptr(), 1, width as isize),
             true,
@@ -157,8 +174,9 @@ fn activation_grad(dz: &mut [f32], y: &[f32], act: Activation, width: usize) {
 /// as the input `x` that the layer read side by side: one replica per pool thread.
 pub fn input_grads(
     views: &[(SendView, SendView, SendView)],
-    (reps, m, k, n): (usize, usize, usize, usize),
+    (reps, layer): (usize, LayerDims),
 ) -> FlexTensor {
+    let (m, k) = (layer.batch, layer.inputs);
     let mut dx = uninit(m * reps * k);
     let base = SendPtr(dx.as_mut_ptr().cast());
     let each = |r: usize| {
@@ -166,7 +184,7 @@ pub fn input_grads(
         // SAFETY: replica r writes columns r·k..(r+1)·k of every row of `dx` (m rows of
         // reps·k), which no other replica writes; the views address dz_r and w_r.
         unsafe {
-            let plan = super::input_grad::prepare(dz, w, (m, k, n), false);
+            let plan = super::input_grad::prepare(dz, w, layer, false);
             plan.write(base.get().add(r * k), reps * k, false);
         }
     };

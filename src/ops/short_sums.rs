@@ -12,7 +12,7 @@
 //! broadcasts one scalar of each of lhs's rows and reads one row of rhs. Each element is
 //! summed by one thread, so the thread count does not change a bit.
 
-use super::{view::SendPtr, view::SendView, view::View};
+use super::view::{ProductDims, SendPtr, SendView, View};
 use crate::ops::simd::{Simd, detected};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
@@ -55,9 +55,10 @@ const PIECE_ROWS: usize = 256;
 /// most [`WIDE`] ([`AVX2_WIDE`]) columns summed over at most [`SHORT`], where the crate takes
 /// its blocked kernel (`gemm::blocked`), with lhs's rows and one of rhs's axes where they
 /// stand (a weight's rows, or its columns: its transpose).
-pub(super) fn applies((m, n, k): (usize, usize, usize), (lhs, rhs): (View, View)) -> bool {
+pub(super) fn applies(dims: ProductDims, (lhs, rhs): (View, View)) -> bool {
     let ((_, l_rs, l_cs), (_, r_rs, r_cs)) = (lhs, rhs);
-    let shape = n <= wide(detected()) && k <= SHORT && super::gemm::blocked(m, n, k);
+    let (n, k) = (dims.cols, dims.inner);
+    let shape = n <= wide(detected()) && k <= SHORT && super::gemm::blocked(dims);
     let operands = l_cs == 1 && l_rs > 0 && ((r_cs == 1 && r_rs > 0) || (r_rs == 1 && r_cs > 0));
     shape && operands
 }
@@ -71,7 +72,7 @@ pub(super) fn applies((m, n, k): (usize, usize, usize), (lhs, rhs): (View, View)
 /// elements through their strides.
 pub(super) unsafe fn product_into(
     dst: (*mut f32, usize),
-    dims: (usize, usize, usize),
+    dims: ProductDims,
     keep: bool,
     operands: (View, View),
     split: bool,
@@ -87,11 +88,16 @@ pub(super) unsafe fn product_into(
 unsafe fn product_at(
     level: Simd,
     (dst, dst_rs): (*mut f32, usize),
-    (m, n, k): (usize, usize, usize),
+    dims: ProductDims,
     keep: bool,
     (lhs, rhs): (View, View),
     split: bool,
 ) {
+    let ProductDims {
+        rows: m,
+        cols: n,
+        inner: k,
+    } = dims;
     assert!(n <= wide(level), "{n} columns at {level}");
     // rhs as k rows of n, copied when it is a transpose (at most 16 x 32 elements).
     let mut turned = [0f32; SHORT * WIDE];
@@ -119,9 +125,10 @@ unsafe fn product_at(
             let dst = (dst.get().add(first * dst_rs), dst_rs);
             let lhs = (l.offset(first as isize * l_rs), l_rs as usize);
             let rhs = (r, r_rs as usize);
+            let dims = ProductDims { rows, ..dims };
             match level {
-                Simd::Avx512 => rows_into(dst, (rows, n, k), keep, lhs, rhs),
-                _ => rows_into_avx2(dst, (rows, n, k), keep, lhs, rhs),
+                Simd::Avx512 => rows_into(dst, dims, keep, lhs, rhs),
+                _ => rows_into_avx2(dst, dims, keep, lhs, rhs),
             }
         }
     };
@@ -141,7 +148,11 @@ unsafe fn product_at(
 #[target_feature(enable = "avx512f,fma")]
 unsafe fn rows_into(
     (dst, dst_rs): (*mut f32, usize),
-    (rows, n, k): (usize, usize, usize),
+    ProductDims {
+        rows,
+        cols: n,
+        inner: k,
+    }: ProductDims,
     keep: bool,
     (l, l_rs): (*const f32, usize),
     rhs: (*const f32, usize),
@@ -222,7 +233,11 @@ unsafe fn tile<const R: usize, const V: usize>(
 #[target_feature(enable = "avx2,fma")]
 unsafe fn rows_into_avx2(
     (dst, dst_rs): (*mut f32, usize),
-    (rows, n, k): (usize, usize, usize),
+    ProductDims {
+        rows,
+        cols: n,
+        inner: k,
+    }: ProductDims,
     keep: bool,
     (l, l_rs): (*const f32, usize),
     rhs: (*const f32, usize),
@@ -315,7 +330,7 @@ mod tests {
 
     /// `[m, n]` from `gemm_into` on `threads` and from the gemm crate; rhs `[k, n]` row-major,
     /// or the transpose of a row-major `[n, k]` (a weight in an input gradient).
-    fn both(threads: usize, dims: (usize, usize, usize), keep: bool, rhs_t: bool) -> [Vec<f32>; 2] {
+    fn both(threads: usize, dims: ProductDims, keep: bool, rhs_t: bool) -> [Vec<f32>; 2] {
         ours_and_crates(threads, dims, keep, (false, rhs_t))
     }
 
@@ -355,8 +370,9 @@ mod tests {
                 };
                 let taken = n <= wide(detected());
                 let operands = ((view.0, k as isize, 1), rhs);
-                assert_eq!(applies((m, n, k), operands), taken, "({m}, {n}, {k})");
-                let [ours, crates] = both(threads, (m, n, k), keep, rhs_t);
+                let dims = ProductDims::mnk((m, n, k));
+                assert_eq!(applies(dims, operands), taken, "({m}, {n}, {k})");
+                let [ours, crates] = both(threads, dims, keep, rhs_t);
                 assert!(
                     same_bits(&ours, &crates),
                     "({m}, {n}, {k}) on {threads} threads, keep {keep}, rhs transposed {rhs_t}"
@@ -371,7 +387,7 @@ mod tests {
         // of rows reps·k apart. Here 20 columns of rows 27 apart, both ways of reading rhs.
         let operands = ((std::ptr::null(), 10, 1), (std::ptr::null(), 20, 1));
         assert_eq!(
-            applies((2048, 20, 10), operands),
+            applies(ProductDims::mnk((2048, 20, 10)), operands),
             detected() >= Simd::Avx2,
             "taken wherever there is FMA"
         );
@@ -399,7 +415,14 @@ mod tests {
             // features.
             pool.install(|| unsafe {
                 let views = (operands.0.get(), operands.1.get());
-                product_at(level, (dst.get(), dst_rs), (m, n, k), keep, views, true)
+                product_at(
+                    level,
+                    (dst.get(), dst_rs),
+                    ProductDims::mnk((m, n, k)),
+                    keep,
+                    views,
+                    true,
+                )
             });
             let serial = gemm::Parallelism::None;
             let identity = Activation::Identity;
@@ -408,7 +431,7 @@ mod tests {
                 gemm_block(
                     crates,
                     dst_rs,
-                    (m, n, k),
+                    ProductDims::mnk((m, n, k)),
                     keep,
                     (lhs, rhs),
                     identity,
@@ -438,10 +461,18 @@ mod tests {
                     // SAFETY: m rows of n elements; the views m x k and k x n; the CPU has
                     // level's features.
                     let ours = |dst, views| unsafe {
-                        product_at(level, (dst, n), (m, n, k), true, views, true)
+                        product_at(
+                            level,
+                            (dst, n),
+                            ProductDims::mnk((m, n, k)),
+                            true,
+                            views,
+                            true,
+                        )
                     };
+                    let dims = ProductDims::mnk((m, n, k));
                     let [ours, crates] =
-                        ours_and_crates_by(threads, (m, n, k), true, (false, true), ours);
+                        ours_and_crates_by(threads, dims, true, (false, true), ours);
                     let what = format!("{level}: ({m}, {n}, {k}) on {threads} threads");
                     assert!(same_bits(&ours, &crates), "{what}");
                 }
@@ -458,14 +489,20 @@ mod tests {
             )
         };
         // Sums past 16, rows past two vectors (fashion-mlp's output layer's input gradient).
-        assert!(!applies((2048, 10, 20), row_major(20, 10)));
-        assert!(!applies((64, 512, 10), row_major(10, 512)));
+        assert!(!applies(
+            ProductDims::mnk((2048, 10, 20)),
+            row_major(20, 10)
+        ));
+        assert!(!applies(
+            ProductDims::mnk((64, 512, 10)),
+            row_major(10, 512)
+        ));
         // The crate's kernels for sums of at most 2, for at most 256 outputs, for one column.
-        assert!(!applies((2048, 20, 2), row_major(2, 20)));
-        assert!(!applies((16, 16, 10), row_major(10, 16)));
-        assert!(!applies((2048, 1, 10), row_major(10, 1)));
+        assert!(!applies(ProductDims::mnk((2048, 20, 2)), row_major(2, 20)));
+        assert!(!applies(ProductDims::mnk((16, 16, 10)), row_major(10, 16)));
+        assert!(!applies(ProductDims::mnk((2048, 1, 10)), row_major(10, 1)));
         // lhs's rows not where they stand (a transpose).
         let lhs_t = ((std::ptr::null(), 1, 2048), (std::ptr::null(), 20, 1));
-        assert!(!applies((2048, 20, 10), lhs_t));
+        assert!(!applies(ProductDims::mnk((2048, 20, 10)), lhs_t));
     }
 }

@@ -19,8 +19,9 @@
 //! columns, held in registers.
 
 use super::Activation;
+use super::elementwise::activate;
 use super::gemm::blocked;
-use super::{elementwise::activate, view::SendPtr, view::SendView, view::View, view::even_tiles};
+use super::view::{ProductDims, SendPtr, SendView, View, even_tiles};
 use crate::ops::simd::{Simd, detected};
 use rayon::prelude::*;
 
@@ -53,12 +54,17 @@ const MIN_ROWS: usize = 256;
 /// matrix-vector kernels for one column, its kernel for sums of 1 or 2, or its lane-wise kernel
 /// for small outputs), with both operands read forwards (the crate sums a flipped view from its
 /// far end).
-pub(super) fn applies((m, n, k): (usize, usize, usize), (x, w): (View, View)) -> bool {
+pub(super) fn applies(dims: ProductDims, (x, w): (View, View)) -> bool {
+    let ProductDims {
+        rows: m,
+        cols: n,
+        inner: k,
+    } = dims;
     let ((_, x_rs, x_cs), (_, w_rs, w_cs)) = (x, w);
     let forwards = x_rs > 0 && x_cs > 0 && w_rs > 0 && w_cs > 0;
     // The gather's offsets are 32-bit: LANES rows of x apart.
     let gathers = x_rs <= (i32::MAX / LANES as i32) as isize;
-    let shape = m >= MIN_ROWS && n <= MAX_COLS && k <= UNCUT && blocked(m, n, k);
+    let shape = m >= MIN_ROWS && n <= MAX_COLS && k <= UNCUT && blocked(dims);
     shape && forwards && gathers && detected() == Simd::Avx512
 }
 
@@ -70,7 +76,11 @@ pub(super) fn applies((m, n, k): (usize, usize, usize), (x, w): (View, View)) ->
 /// address `m x k` and `k x n` elements; `bias` holds `n`.
 pub(super) unsafe fn linear_into(
     dst: *mut f32,
-    (m, n, k): (usize, usize, usize),
+    ProductDims {
+        rows: m,
+        cols: n,
+        inner: k,
+    }: ProductDims,
     (x, w): (View, View),
     bias: &[f32],
     act: Activation,
@@ -264,6 +274,7 @@ mod tests {
         (layout, w_t, special): (Layout, bool, bool),
         act: Activation,
     ) -> [Vec<f32>; 2] {
+        let dims = ProductDims::mnk((m, n, k));
         let ((x_rs, x_cs), x_len) = x_view(layout, (m, k));
         let (x, w, bias) = (
             values(x_len, 1, special),
@@ -279,10 +290,10 @@ mod tests {
             *dst = (0..m).flat_map(|_| bias.iter().copied()).collect();
             let serial = gemm::Parallelism::None;
             // SAFETY: dst holds m * n initialised elements; the views address x's and w's.
-            unsafe { gemm_block(dst.as_mut_ptr(), n, (m, n, k), true, (x, w), act, serial) };
+            unsafe { gemm_block(dst.as_mut_ptr(), n, dims, true, (x, w), act, serial) };
         };
         let mut ours = vec![f32::NAN; m * n];
-        match applies((m, n, k), (x, w)) {
+        match applies(dims, (x, w)) {
             true => {
                 let (dst, views) = (SendPtr(ours.as_mut_ptr()), (SendView(x), SendView(w)));
                 let pool = rayon::ThreadPoolBuilder::new()
@@ -292,7 +303,7 @@ mod tests {
                 // SAFETY: ours holds m * n elements; the views address x's and w's.
                 pool.install(|| unsafe {
                     let views = (views.0.get(), views.1.get());
-                    linear_into(dst.get(), (m, n, k), views, &bias, act, true)
+                    linear_into(dst.get(), dims, views, &bias, act, true)
                 });
             }
             false => crates_of(&mut ours),
@@ -355,13 +366,22 @@ mod tests {
     #[test]
     fn tall_products_run_on_avx512_only_and_not_for_short_batches_wide_outputs_long_sums() {
         let (x, w) = ((std::ptr::null(), 61, 1), (std::ptr::null(), 20, 1));
-        assert_eq!(applies((2048, 20, 61), (x, w)), detected() == Simd::Avx512);
-        assert!(!applies((255, 20, 61), (x, w)));
-        assert!(!applies((2048, 49, 61), (x, w)));
-        assert!(!applies((2048, 1, 61), (x, w)));
-        assert!(!applies((2048, 20, 513), (x, w)));
-        assert!(!applies((2048, 20, 2), (x, w)));
-        assert!(!applies((2048, 20, 61), ((std::ptr::null(), 61, -1), w)));
-        assert!(!applies((2048, 20, 61), (x, (std::ptr::null(), -20, 1))));
+        assert_eq!(
+            applies(ProductDims::mnk((2048, 20, 61)), (x, w)),
+            detected() == Simd::Avx512
+        );
+        assert!(!applies(ProductDims::mnk((255, 20, 61)), (x, w)));
+        assert!(!applies(ProductDims::mnk((2048, 49, 61)), (x, w)));
+        assert!(!applies(ProductDims::mnk((2048, 1, 61)), (x, w)));
+        assert!(!applies(ProductDims::mnk((2048, 20, 513)), (x, w)));
+        assert!(!applies(ProductDims::mnk((2048, 20, 2)), (x, w)));
+        assert!(!applies(
+            ProductDims::mnk((2048, 20, 61)),
+            ((std::ptr::null(), 61, -1), w)
+        ));
+        assert!(!applies(
+            ProductDims::mnk((2048, 20, 61)),
+            (x, (std::ptr::null(), -20, 1))
+        ));
     }
 }

@@ -14,7 +14,7 @@
 //! On AVX-512 and AVX2 (with FMA): the crate's vectors there are 16 and 8 lanes, and ember's
 //! kernels hold as many rows in one register. Elsewhere the crate's own kernels run.
 
-use super::{view::SendPtr, view::SendView, view::View};
+use super::view::{ProductDims, SendPtr, SendView, View};
 use crate::ops::simd::{Simd, detected, gemm_kernel};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
@@ -52,7 +52,11 @@ fn lanes() -> Option<usize> {
 /// ember takes one-term sums into a fresh destination, one column with lhs along its columns,
 /// and one column with lhs along its rows where the rows are short ([`dots_pay`]).
 pub(super) fn kernel_for(
-    (m, n, k): (usize, usize, usize),
+    ProductDims {
+        rows: m,
+        cols: n,
+        inner: k,
+    }: ProductDims,
     keep: bool,
     ((_, l_rs, l_cs), (_, r_rs, _)): (View, View),
 ) -> Option<Kernel> {
@@ -112,11 +116,12 @@ pub(super) const SPLIT_WORK: usize = 1 << 14;
 pub(super) unsafe fn product_into(
     kernel: Kernel,
     dst: *mut f32,
-    (m, n, k): (usize, usize, usize),
+    dims: ProductDims,
     keep: bool,
     (lhs, rhs): (View, View),
     split: bool,
 ) {
+    let (m, n) = (dims.rows, dims.cols);
     let blocks = match split {
         true => rayon::current_num_threads().min(m / BLOCK_ROWS).max(1),
         false => 1,
@@ -126,7 +131,13 @@ pub(super) unsafe fn product_into(
         // Blocks start on whole vectors at either width.
         let start = |b: usize| (b * m / blocks) / BLOCK_ROWS * BLOCK_ROWS;
         let (first, last) = (start(b), if b + 1 == blocks { m } else { start(b + 1) });
-        let ((l, l_rs, l_cs), dims) = (lhs.get(), (last - first, n, k));
+        let ((l, l_rs, l_cs), dims) = (
+            lhs.get(),
+            ProductDims {
+                rows: last - first,
+                ..dims
+            },
+        );
         // SAFETY: forwarded from the caller; block b reads rows first..last of lhs and writes
         // the same rows of dst, which no other block writes.
         unsafe {
@@ -154,7 +165,13 @@ const BLOCK_ROWS: usize = 16;
 /// # Safety
 /// As for [`product_into`], on a CPU with AVX-512.
 #[target_feature(enable = "avx512f,fma")]
-unsafe fn at_avx512(kernel: Kernel, dst: *mut f32, dims: Dims, keep: bool, operands: (View, View)) {
+unsafe fn at_avx512(
+    kernel: Kernel,
+    dst: *mut f32,
+    dims: ProductDims,
+    keep: bool,
+    operands: (View, View),
+) {
     // SAFETY: forwarded from the caller.
     unsafe { products::<__m512>(kernel, dst, dims, keep, operands) }
 }
@@ -164,12 +181,16 @@ unsafe fn at_avx512(kernel: Kernel, dst: *mut f32, dims: Dims, keep: bool, opera
 /// # Safety
 /// As for [`product_into`], on a CPU with AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn at_avx2(kernel: Kernel, dst: *mut f32, dims: Dims, keep: bool, operands: (View, View)) {
+unsafe fn at_avx2(
+    kernel: Kernel,
+    dst: *mut f32,
+    dims: ProductDims,
+    keep: bool,
+    operands: (View, View),
+) {
     // SAFETY: forwarded from the caller.
     unsafe { products::<__m256>(kernel, dst, dims, keep, operands) }
 }
-
-type Dims = (usize, usize, usize);
 
 /// [`product_into`] in vectors `V`, inlined into each level's build.
 ///
@@ -179,7 +200,11 @@ type Dims = (usize, usize, usize);
 unsafe fn products<V: Lanes>(
     kernel: Kernel,
     dst: *mut f32,
-    (m, n, k): Dims,
+    ProductDims {
+        rows: m,
+        cols: n,
+        inner: k,
+    }: ProductDims,
     keep: bool,
     ((l, l_rs, l_cs), (r, r_rs, r_cs)): (View, View),
 ) {
@@ -491,11 +516,26 @@ mod tests {
         // SAFETY: both destinations hold m * n initialised elements; the views m x k, k x n.
         pool.install(|| unsafe {
             let operands = (operands.0.get(), operands.1.get());
-            gemm_into(dst.get(), (m, n, k), keep, operands, identity, true)
+            gemm_into(
+                dst.get(),
+                ProductDims::mnk((m, n, k)),
+                keep,
+                operands,
+                identity,
+                true,
+            )
         });
         unsafe {
             let crates_dst = crates.as_mut_ptr();
-            gemm_block(crates_dst, n, (m, n, k), keep, (lhs, rhs), identity, serial);
+            gemm_block(
+                crates_dst,
+                n,
+                ProductDims::mnk((m, n, k)),
+                keep,
+                (lhs, rhs),
+                identity,
+                serial,
+            );
         }
         [ours, crates]
     }
@@ -527,7 +567,7 @@ mod tests {
                 .filter(|&l| dots_pay(k, l))
                 .map(|_| Kernel::DotsPerRow);
             assert_eq!(
-                kernel_for((m, 1, k), true, plain),
+                kernel_for(ProductDims::mnk((m, 1, k)), true, plain),
                 expected,
                 "({m}, 1, {k})"
             );
@@ -550,7 +590,7 @@ mod tests {
         ] {
             let xt = ((std::ptr::null(), 1, m as isize), (std::ptr::null(), 1, 1));
             let expected = applies.then_some(Kernel::ColumnChains);
-            assert_eq!(kernel_for((m, 1, k), false, xt), expected);
+            assert_eq!(kernel_for(ProductDims::mnk((m, 1, k)), false, xt), expected);
             for keep in [false, true] {
                 let [ours, crates] = both((m, 1, k), keep, true, m);
                 assert!(
@@ -564,7 +604,7 @@ mod tests {
             let strided = ((std::ptr::null(), 1, 1), (std::ptr::null(), n as isize, 1));
             let expected = applies.then_some(Kernel::Outer);
             assert_eq!(
-                kernel_for((m, n, 1), false, strided),
+                kernel_for(ProductDims::mnk((m, n, 1)), false, strided),
                 expected,
                 "({m}, {n}, 1)"
             );
@@ -579,13 +619,25 @@ mod tests {
             |l_cs: isize, r_rs: isize| ((std::ptr::null(), 1, l_cs), (std::ptr::null(), r_rs, 1));
         // A kept destination, at most 256 outputs along the sum, a flipped view (which the
         // crate flips back into a lane-wise product), several columns, a sum of two.
-        assert_eq!(kernel_for((300, 10, 1), true, forwards(1, 10)), None);
-        assert_eq!(kernel_for((16, 16, 1), false, forwards(1, 1)), None);
-        assert_eq!(kernel_for((16, 16, 1), false, forwards(-1, -1)), None);
-        assert_eq!(kernel_for((300, 10, 40), false, forwards(1, 10)), None);
+        assert_eq!(
+            kernel_for(ProductDims::mnk((300, 10, 1)), true, forwards(1, 10)),
+            None
+        );
+        assert_eq!(
+            kernel_for(ProductDims::mnk((16, 16, 1)), false, forwards(1, 1)),
+            None
+        );
+        assert_eq!(
+            kernel_for(ProductDims::mnk((16, 16, 1)), false, forwards(-1, -1)),
+            None
+        );
+        assert_eq!(
+            kernel_for(ProductDims::mnk((300, 10, 40)), false, forwards(1, 10)),
+            None
+        );
         assert_eq!(
             kernel_for(
-                (300, 1, 2),
+                ProductDims::mnk((300, 1, 2)),
                 false,
                 ((std::ptr::null(), 2, 1), (std::ptr::null(), 1, 1))
             ),
@@ -593,7 +645,10 @@ mod tests {
         );
         // Rows where the crate's dot products are as fast (at either width).
         let rows = |k: isize| ((std::ptr::null(), k, 1), (std::ptr::null(), 1, 1));
-        assert_eq!(kernel_for((300, 1, 64), false, rows(64)), None);
+        assert_eq!(
+            kernel_for(ProductDims::mnk((300, 1, 64)), false, rows(64)),
+            None
+        );
     }
 
     /// A one-column product `[m, k] · [k, 1]` by the crate's own matrix-vector kernel at
@@ -628,7 +683,7 @@ mod tests {
             ours(
                 kernel,
                 mine.as_mut_ptr(),
-                (m, 1, k),
+                ProductDims::mnk((m, 1, k)),
                 keep,
                 (lhs, (wp, 1, 1)),
             );
@@ -636,7 +691,7 @@ mod tests {
         [mine, theirs]
     }
 
-    type OursAt = unsafe fn(Kernel, *mut f32, Dims, bool, (View, View));
+    type OursAt = unsafe fn(Kernel, *mut f32, ProductDims, bool, (View, View));
 
     #[test]
     fn both_widths_follow_the_crates_kernels_at_the_same_width() {
@@ -671,7 +726,15 @@ mod tests {
             for (lanes, at) in [(8, at_avx2 as OursAt)].into_iter().chain(sixteen) {
                 let mut dst = values(m * n, 6);
                 // SAFETY: dst holds m x n elements, x m and w n; the CPU has the level.
-                unsafe { at(Kernel::Outer, dst.as_mut_ptr(), (m, n, 1), false, operands) };
+                unsafe {
+                    at(
+                        Kernel::Outer,
+                        dst.as_mut_ptr(),
+                        ProductDims::mnk((m, n, 1)),
+                        false,
+                        operands,
+                    )
+                };
                 assert!(
                     same_bits(&dst, &products),
                     "{lanes} lanes, outer ({m}, {n})"

@@ -1,6 +1,7 @@
 //! Raw views of f32 matrices for the CPU kernels: a pointer with its row and column strides
-//! ([`View`]), pointers that may cross to the pool's threads ([`SendPtr`], [`SendView`]),
-//! uninitialised buffers, and a tensor from a buffer. Imports nothing else of ember.
+//! ([`View`]), pointers that may cross to the pool's threads ([`SendPtr`], [`SendView`]), the
+//! sizes of a product and of a linear layer ([`ProductDims`], [`LayerDims`]), uninitialised
+//! buffers, and a tensor from a buffer. Imports nothing else of ember.
 
 use burn::backend::flex::FlexTensor;
 use std::mem::MaybeUninit;
@@ -19,6 +20,58 @@ pub(super) fn view(t: &FlexTensor) -> (*const f32, isize, isize) {
     // SAFETY: the layout's offset lies inside the tensor's storage.
     let ptr = unsafe { base.add(t.layout().start_offset()) };
     (ptr, strides[0], strides[1])
+}
+
+/// A matrix product's sizes: `dst [rows, cols] = lhs [rows, inner] · rhs [inner, cols]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ProductDims {
+    pub rows: usize,
+    pub cols: usize,
+    /// The length of each output's sum.
+    pub inner: usize,
+}
+
+impl ProductDims {
+    /// Multiply-adds: the product's work.
+    pub(super) fn work(self) -> usize {
+        self.rows * self.cols * self.inner
+    }
+}
+
+#[cfg(test)]
+impl ProductDims {
+    /// The sizes as the tests' tables list them, `(m, n, k)`: `m x k · k x n`.
+    pub(super) fn mnk((rows, cols, inner): (usize, usize, usize)) -> Self {
+        ProductDims { rows, cols, inner }
+    }
+}
+
+/// A linear layer's sizes: `x [batch, inputs] · w [inputs, outputs]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct LayerDims {
+    pub batch: usize,
+    pub inputs: usize,
+    pub outputs: usize,
+}
+
+impl LayerDims {
+    /// The forward product, `y = x · w`.
+    pub(super) fn forward(self) -> ProductDims {
+        let (rows, cols, inner) = (self.batch, self.outputs, self.inputs);
+        ProductDims { rows, cols, inner }
+    }
+
+    /// The input gradient's product, `dx = dz · wᵀ`.
+    pub(super) fn input_grad(self) -> ProductDims {
+        let (rows, cols, inner) = (self.batch, self.inputs, self.outputs);
+        ProductDims { rows, cols, inner }
+    }
+
+    /// The weight gradient's product, `dw = xᵀ · dz`.
+    pub(super) fn weight_grad(self) -> ProductDims {
+        let (rows, cols, inner) = (self.inputs, self.outputs, self.batch);
+        ProductDims { rows, cols, inner }
+    }
 }
 
 /// A strided matrix: its first element, row stride and column stride, in elements.
