@@ -16,21 +16,21 @@ build:       ## the release binary, with the CUDA backend (chosen at run time)
 train: data build   ## fashion-mlp on the best device present
 	$(EMBER) train configs/fashion-mlp.toml
 
-test: data   ## every test, in the release profile (one build of Burn serves both)
-	$(CARGO) test --release
+test: data   ## every test of both crates, in the release profile (one build of Burn serves both)
+	$(CARGO) test --release --workspace
 
 docs:        ## rewrites docs/commands.md from the binary's --help (tests/docs.rs checks it)
 	EMBER_BLESS_DOCS=1 $(CARGO) test --release --test docs the_command_reference
 
 lint:        ## formatting and clippy
 	$(CARGO) fmt --check
-	$(CARGO) clippy --release --all-targets -- -D warnings
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 bench: data build   ## `ember bench` of each job on the best device: Learner vs bare loop
 	for job in fashion-mlp tabular-mlp linear-scalar; do $(EMBER) bench configs/$$job.toml || exit 1; done
 
-bench-ops:   ## this machine's fp32 peak (benches/peak.rs), then the CPU kernels (benches/ops.rs)
-	$(CARGO) bench --bench peak
+bench-ops:   ## this machine's fp32 peak (crates/ember-kernels/benches/peak.rs), then the CPU kernels (benches/ops.rs)
+	$(CARGO) bench -p ember-kernels --bench peak
 	$(CARGO) bench --bench ops
 
 bench-peers: data build   ## ember against PyTorch, Keras and JAX side by side -> docs/benchmarks/

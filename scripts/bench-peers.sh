@@ -76,9 +76,9 @@ EMBER=$root/target/release/ember
 mkdir -p "$OUT/logs"
 records=$OUT/records.jsonl
 : > "$records"
-# The fp32 peak of one core, for each figure's share of it (benches/peak.rs), pinned like a
+# The fp32 peak of one core, for each figure's share of it (crates/ember-kernels/benches/peak.rs), pinned like a
 # 1-thread run.
-cargo bench -q --bench peak --no-run 2>/dev/null
+cargo bench -q -p ember-kernels --bench peak --no-run 2>/dev/null
 # From here on every run sees the CPU without AVX-512, where asked.
 if [[ "$HIDE_AVX512" == 1 ]]; then
   gcc -O2 -shared -fPIC -o "$OUT/hide-avx512.so" scripts/hide-avx512.c -ldl
@@ -90,7 +90,7 @@ if [[ "$HIDE_AVX512" == 1 ]]; then
   hwcaps=glibc.cpu.hwcaps=-AVX512F,-AVX512CD,-AVX512BW,-AVX512DQ,-AVX512VL,-AVX512ER,-AVX512PF
   export GLIBC_TUNABLES=$hwcaps${GLIBC_TUNABLES:+:$GLIBC_TUNABLES}
 fi
-taskset -c $((ncpu - 1)) cargo bench -q --bench peak | tee "$OUT/peak.txt"
+taskset -c $((ncpu - 1)) cargo bench -q -p ember-kernels --bench peak | tee "$OUT/peak.txt"
 peak=$(awk '/^peak_gflops_per_core/ {print $2}' "$OUT/peak.txt")
 peak_width=$(awk '/^peak_width/ {print $2}' "$OUT/peak.txt")
 # The SIMD level of the CPU, of ember's kernels and of the gemm crate's, for the header.

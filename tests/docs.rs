@@ -346,7 +346,7 @@ fn every_ember_command_in_the_guide_is_real() {
 /// A repository path a page names in its code (`configs/fashion-mlp.toml`), without the
 /// punctuation around it; none for a pattern or a placeholder.
 fn repo_path(word: &str) -> Option<&str> {
-    const TOP: [&str; 9] = [
+    const TOP: [&str; 10] = [
         "configs/",
         "examples/",
         "scripts/",
@@ -356,6 +356,7 @@ fn repo_path(word: &str) -> Option<&str> {
         "tests/",
         "src/",
         "benches/",
+        "crates/",
     ];
     let word = word.trim_matches(|c: char| "()[],.:;'\"".contains(c));
     let placeholder = word.contains(['*', '{', '<', '$']) || word.contains("...");

@@ -54,34 +54,13 @@ pub fn dropout<B: EmberBackend, const D: usize>(x: Tensor<B, D>, p: f64) -> Tens
     )))
 }
 
-/// The keep test of element `i` under `seed`: two rounds of a 32-bit integer hash (Wellons'
-/// lowbias32) keyed by the seed's halves, compared with `threshold` = (1-p)·2^32. 32-bit
-/// integer operations only, so the loop vectorises.
-#[inline(always)]
-pub(super) fn keep(i: u32, seed: u64, threshold: u32) -> bool {
-    let round = |mut x: u32| {
-        x ^= x >> 16;
-        x = x.wrapping_mul(0x7feb_352d);
-        x ^= x >> 15;
-        x = x.wrapping_mul(0x846c_a68b);
-        x ^ (x >> 16)
-    };
-    round(round(i ^ seed as u32) ^ (seed >> 32) as u32) < threshold
-}
-
-/// The keep threshold and the kept elements' scale at rate `p`.
-pub(crate) fn threshold_and_scale(p: f64) -> (u32, f32) {
-    let keep = 1.0 - p;
-    (
-        (keep * 4_294_967_296.0).min(u32::MAX as f64) as u32,
-        (1.0 / keep) as f32,
-    )
-}
+pub(crate) use ember_kernels::elementwise::threshold_and_scale;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use burn::backend::{Autodiff, Flex};
+    use ember_kernels::elementwise::keep;
 
     type A = Autodiff<Flex>;
 

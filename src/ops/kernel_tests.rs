@@ -1,19 +1,18 @@
-//! The CPU kernels against the `gemm` crate and Burn's own operations, bit for bit where
-//! they promise it, and the helpers other kernels' tests share.
+//! ember's CPU operations on `Flex`'s tensors against the `gemm` crate's products and Burn's
+//! own operations, bit for bit where they promise it (the kernels' own tests are the kernel
+//! crate's); the forced turn of a forward product that `linear_layer` reads in tests.
 
 use super::contiguous::to_contiguous;
-use super::elementwise::{
-    DROPOUT_PARALLEL_ELEMENTS, PARALLEL_ELEMENTS, column_sums_in_memory_at, dropout, dropout_slice,
-    dropout_slice_at, relu_grad_slice_at, relu_slice_at, tanh_grad_slice_at, tanh_slice_at,
-};
-use super::gemm::gemm_block;
+use super::elementwise::PARALLEL_ELEMENTS;
 use super::input_grad;
 use super::linear_layer::{linear, linear_backward, turns_over};
-use super::optimizers::{adam, adam_slice_at, sgd_slice_at};
-use super::products::{ROW_BLOCK_WORK, gemm_into, row_blocks};
-use super::view::{LayerDims, ProductDims, SendPtr, SendView, View, even_tiles, tensor};
-use crate::ops::simd::{Simd, detected};
+use super::optimizers::adam;
+use super::view::{LayerDims, SendView, tensor};
 use burn::backend::flex::FlexTensor;
+#[cfg(target_arch = "x86_64")]
+pub(in crate::ops) use ember_kernels::testing::salted_values;
+pub(in crate::ops) use ember_kernels::testing::same_bits;
+use ember_kernels::testing::{gemm_on_pool, values};
 
 thread_local! {
     /// Whether [`turn_pays`] says yes or no on this thread, in place of the CPU's answer.
@@ -29,162 +28,12 @@ pub(super) fn with_turn<R>(turn: bool, f: impl FnOnce() -> R) -> R {
     result
 }
 
-/// Values in [-1, 1) from a fixed linear congruential sequence.
-fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed;
-    (0..len)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
-
-/// `dst + lhs · rhs` through `gemm_into`, in a pool of `threads`. `keep_t` is (keep, lhs
-/// read as the transpose of a `[k, m]` matrix as the dW product does, rhs read as the
-/// transpose of an `[n, k]` matrix as the dx product does).
-fn gemm(threads: usize, (m, n, k): (usize, usize, usize), keep_t: (bool, bool, bool)) -> Vec<f32> {
-    let (keep, lhs_t, rhs_t) = keep_t;
-    let (lhs, rhs) = (values(m * k, 1), values(k * n, 2));
-    let lhs_view = match lhs_t {
-        false => SendView((lhs.as_ptr(), k as isize, 1)),
-        true => SendView((lhs.as_ptr(), 1, m as isize)),
-    };
-    let rhs_view = match rhs_t {
-        false => SendView((rhs.as_ptr(), n as isize, 1)),
-        true => SendView((rhs.as_ptr(), 1, k as isize)),
-    };
-    let mut dst = values(m * n, 3);
-    let dst_ptr = SendPtr(dst.as_mut_ptr());
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
-    // SAFETY: dst holds m * n initialised elements; lhs and rhs hold m * k and k * n.
-    pool.install(|| unsafe {
-        let operands = (lhs_view.get(), rhs_view.get());
-        let identity = crate::ops::Activation::Identity;
-        gemm_into(
-            dst_ptr.get(),
-            ProductDims::mnk((m, n, k)),
-            keep,
-            operands,
-            identity,
-            true,
-        )
-    });
-    dst
-}
-
 /// A layer of a batch of `m` rows, `k` inputs and `n` outputs, as the tests' tables list them.
 fn layer(m: usize, k: usize, n: usize) -> LayerDims {
     LayerDims {
         batch: m,
         inputs: k,
         outputs: n,
-    }
-}
-
-/// Bit patterns, for comparisons that tell -0.0 from 0.0 and compare NaNs.
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
-/// Inputs that reach every branch of the kernels: tiny, large, signed zeros, NaN, and a
-/// length that leaves a remainder after any vector width.
-fn kernel_inputs() -> Vec<f32> {
-    let mut v: Vec<f32> = values(1003, 7).iter().map(|x| x * 12.0).collect();
-    v.extend([0.0, -0.0, 1e-5, -3e-4, 9.5, -40.0, f32::NAN, 1e-40]);
-    v
-}
-
-/// `kernel`'s output at every level this CPU has.
-fn at_each_level(kernel: impl Fn(Simd) -> Vec<f32>) -> Vec<(Simd, Vec<u32>)> {
-    detected().up_to().map(|l| (l, bits(&kernel(l)))).collect()
-}
-
-/// Every level with FMA gives the same bits as the first one; the portable level gives the
-/// same bits too, except where the kernel itself fuses multiply-adds (`tanh`'s polynomial),
-/// where it is within `ulps` units in the last place of it.
-fn check_levels(name: &str, results: &[(Simd, Vec<u32>)], ulps: i64) {
-    let portable = &results[0].1;
-    let fma = results.iter().find(|(l, _)| *l >= Simd::Avx2);
-    for (level, got) in results.iter().skip(1) {
-        let want = &fma.expect("a level with FMA").1;
-        assert_eq!(
-            got, want,
-            "{name} at {level} differs from the first level with FMA"
-        );
-    }
-    let Some((_, fma)) = fma else { return };
-    let worst = portable
-        .iter()
-        .zip(fma)
-        .map(|(p, f)| (*p as i64 - *f as i64).abs())
-        .max();
-    assert!(
-        worst <= Some(ulps),
-        "{name}: portable and fma {worst:?} ulp apart"
-    );
-}
-
-#[test]
-fn every_kernel_level_gives_the_portable_result() {
-    let (x, y) = (kernel_inputs(), values(1011, 9));
-    let y = &y[..x.len()];
-    // `a` written in place, `b` read.
-    let run = |a: &[f32], f: &dyn Fn(&mut [f32])| {
-        let mut a = a.to_vec();
-        f(&mut a);
-        a
-    };
-    let tanh = at_each_level(|l| run(&x, &|a| tanh_slice_at(l, a)));
-    // The polynomial rounds differently without FMA: 5 ulp apart at most on these inputs.
-    check_levels("tanh", &tanh, 8);
-    let relu = at_each_level(|l| run(&x, &|a| relu_slice_at(l, a)));
-    check_levels("relu", &relu, 0);
-    let tg = at_each_level(|l| run(y, &|a| tanh_grad_slice_at(l, a, &x)));
-    check_levels("tanh_grad", &tg, 0);
-    let rg = at_each_level(|l| run(y, &|a| relu_grad_slice_at(l, a, &x)));
-    check_levels("relu_grad", &rg, 0);
-    let sgd = at_each_level(|l| run(y, &|a| sgd_slice_at(l, a, &x, 0.01)));
-    check_levels("sgd", &sgd, 0);
-    let sums = at_each_level(|l| run(&y[..7], &|a| column_sums_in_memory_at(l, a, &x[..1001])));
-    check_levels("column_sums", &sums, 0);
-    let adam = at_each_level(|l| {
-        let (mut g, mut m) = (y.to_vec(), values(y.len(), 11));
-        let mut v: Vec<f32> = values(y.len(), 12).iter().map(|v| v.abs()).collect();
-        adam_slice_at(l, &mut g, &x, &mut m, &mut v, 0.9, 0.999, 0.3, 1e-8, 1e-3);
-        [g, m, v].concat()
-    });
-    check_levels("adam", &adam, 0);
-    let (threshold, scale) = super::dropout::threshold_and_scale(0.3);
-    let drop = at_each_level(|l| run(&x, &|a| dropout_slice_at(l, a, 5, 77, threshold, scale)));
-    check_levels("dropout", &drop, 0);
-}
-
-/// A weight whose gradient stayed zero: its moments decay into subnormals, which the Adam
-/// pass flushes to zero at every level (see `subnormals`); the caller's arithmetic keeps
-/// its subnormals after the pass.
-#[test]
-#[cfg(target_arch = "x86_64")]
-fn adam_flushes_decayed_moments_to_zero_at_every_level() {
-    let tiny = f32::MIN_POSITIVE;
-    for level in crate::ops::simd::detected().up_to() {
-        let (mut g, w) = (vec![0.0; 40], vec![0.5; 40]);
-        let (mut m, mut v) = (vec![tiny; 40], vec![tiny; 40]);
-        adam_slice_at(
-            level, &mut g, &w, &mut m, &mut v, 0.9, 0.999, 1.0, 1e-8, 1e-3,
-        );
-        let zero = m.iter().chain(&v).all(|x| x.to_bits() == 0);
-        assert!(zero, "{level}: {m:?} {v:?}");
-        let after = std::hint::black_box(tiny) * std::hint::black_box(0.5);
-        assert!(
-            after.to_bits() != 0,
-            "{level}: the caller's flags were not restored"
-        );
     }
 }
 
@@ -217,65 +66,6 @@ fn adam_over_the_pool_flushes_on_every_thread_and_restores_each() {
     assert_eq!(flags, vec![0, 0], "a pool thread kept the flags");
 }
 
-/// fashion-mlp's hidden layer (64 x 512), split across pools of 2 to 5 threads, and an
-/// uneven length: the same bits as one pass on one thread.
-#[test]
-fn dropout_over_the_pool_gives_the_one_thread_bits() {
-    let (threshold, scale) = super::dropout::threshold_and_scale(0.1);
-    for n in [64 * 512, DROPOUT_PARALLEL_ELEMENTS + 77] {
-        let mut one = values(n, 4);
-        dropout_slice(&mut one, 0, 99, threshold, scale);
-        for threads in 2..=5 {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
-            let mut split = values(n, 4);
-            pool.unwrap()
-                .install(|| dropout(&mut split, 99, threshold, scale));
-            assert!(same_bits(&one, &split), "{n} elements on {threads} threads");
-        }
-    }
-}
-
-#[test]
-fn row_blocks_give_the_same_bits_as_one_product_at_any_thread_count() {
-    // (keep, lhs transposed, rhs transposed) of a forward product, a dW and a dx.
-    let (fwd, dw, dx) = (
-        (true, false, false),
-        (false, true, false),
-        (false, false, true),
-    );
-    for (shape, keep_t) in [
-        // tabular-mlp: the forward products, dW of the first two layers, dx of the second.
-        ((2048, 20, 61), fwd),
-        ((2048, 10, 20), fwd),
-        ((61, 20, 2048), dw),
-        ((20, 10, 2048), dw),
-        ((2048, 20, 10), dx),
-        // fashion-mlp's output layer: forward and dW.
-        ((64, 10, 512), fwd),
-        ((512, 10, 64), dw),
-        // One column (the gemm crate's vector path); a long sum over k through the
-        // cache-sized chunks, rows splitting unevenly.
-        ((16384, 1, 10), fwd),
-        ((300, 16, 1500), dw),
-        ((140, 48, 700), fwd),
-        // Operands both along k, whose blocks of 256 elements or fewer would take the
-        // gemm crate's lane-wise kernel.
-        ((128, 16, 64), dx),
-        ((2048, 1, 64), (true, false, true)),
-    ] {
-        let (m, n, k) = shape;
-        assert!(m * n * k >= ROW_BLOCK_WORK && row_blocks(ProductDims::mnk(shape), 2) == 2);
-        let one = gemm(1, shape, keep_t);
-        for threads in [2, 3, 4, 5, 7, 8, 16, 32, 64] {
-            let split = gemm(threads, shape, keep_t);
-            assert!(
-                same_bits(&one, &split),
-                "{shape:?} on {threads} threads differs from 1 thread"
-            );
-        }
-    }
-}
-
 #[test]
 fn every_input_gradient_plan_keeps_the_strided_products_bits() {
     // (batch, inputs, outputs, plan): fashion-mlp's layers, odd sizes, a layer just at the
@@ -301,7 +91,7 @@ fn every_input_gradient_plan_keeps_the_strided_products_bits() {
         let prepared = unsafe { input_grad::prepare(views.0, views.1, layer(m, k, n), false) };
         assert_eq!(prepared.kind(), plan, "{m}x{k}x{n}");
         // The strided product on one thread, as dx was computed before any copy.
-        let strided = gemm(1, (m, k, n), (false, false, true));
+        let strided = gemm_on_pool(1, (m, k, n), (false, false, true));
         for threads in [1, 2, 3] {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
             let grads = pool.unwrap().install(|| {
@@ -472,7 +262,7 @@ fn input_gradients_split_over_the_pool_keep_the_strided_products_bits() {
     ] {
         let (dz, w) = (values(m * n, 1), values(k * n, 2));
         let views = ((dz.as_ptr(), n as isize, 1), (w.as_ptr(), n as isize, 1));
-        let strided = gemm(1, (m, k, n), (false, false, true));
+        let strided = gemm_on_pool(1, (m, k, n), (false, false, true));
         for threads in [2, 3, 8] {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
             let (dz_view, w_view) = (SendView(views.0), SendView(views.1));
@@ -501,118 +291,7 @@ fn input_gradients_split_over_the_pool_keep_the_strided_products_bits() {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[test]
-fn even_tiles_share_columns_as_evenly_as_their_number_allows() {
-    let tiles = |n, widest| even_tiles(n, widest).collect::<Vec<_>>();
-    assert_eq!(tiles(20, 12), vec![(0, 10), (10, 10)]);
-    assert_eq!(tiles(30, 24), vec![(0, 15), (15, 15)]);
-    assert_eq!(tiles(25, 12), vec![(0, 9), (9, 8), (17, 8)]);
-    assert_eq!(tiles(7, 24), vec![(0, 7)]);
-}
-
-/// Whether two results are the same floats, bit for bit.
-pub(in crate::ops) fn same_bits(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-}
-
-/// Values with many bits set, of both signs, different for each `salt` (the x86 kernels'
-/// tests).
-#[cfg(target_arch = "x86_64")]
-pub(in crate::ops) fn salted_values(len: usize, salt: u32) -> Vec<f32> {
-    (0..len as u32)
-        .map(|i| {
-            ((i.wrapping_mul(2654435761) ^ salt.wrapping_mul(40503)) % 20011) as f32 / 977.0 - 10.0
-        })
-        .collect()
-}
-
-/// `[m, n]` from `gemm_into` on a pool of `threads` (ember's own kernel where one applies)
-/// and from the gemm crate as one serial product, on [`salted_values`] with a kept start;
-/// `lhs_t`: lhs `[m, k]` is the transpose of a row-major `[k, m]` (a weight gradient's
-/// xᵀ); `rhs_t`: rhs `[k, n]` is the transpose of a row-major `[n, k]` (a weight in an
-/// input gradient). Otherwise both are row-major.
-#[cfg(target_arch = "x86_64")]
-pub(in crate::ops) fn ours_and_crates(
-    threads: usize,
-    dims: ProductDims,
-    keep: bool,
-    layouts: (bool, bool),
-) -> [Vec<f32>; 2] {
-    let identity = crate::ops::Activation::Identity;
-    // SAFETY: `ours_and_crates_by` hands over m * n initialised elements and views of
-    // m x k and k x n.
-    let ours = |dst, operands| unsafe {
-        gemm_into(dst, dims, keep, operands, identity, true);
-    };
-    ours_and_crates_by(threads, dims, keep, layouts, ours)
-}
-
-/// [`ours_and_crates`] with `ours(dst, (lhs, rhs))` in place of `gemm_into`: a kernel's own
-/// entry (at a given vector width, say), run on the pool into dst's `m * n` initialised
-/// elements, row-major.
-#[cfg(target_arch = "x86_64")]
-pub(in crate::ops) fn ours_and_crates_by(
-    threads: usize,
-    dims: ProductDims,
-    keep: bool,
-    (lhs_t, rhs_t): (bool, bool),
-    ours_into: impl Fn(*mut f32, (View, View)) + Sync,
-) -> [Vec<f32>; 2] {
-    let ProductDims {
-        rows: m,
-        cols: n,
-        inner: k,
-    } = dims;
-    let (lhs_values, rhs_values) = (salted_values(m * k, 1), salted_values(k * n, 2));
-    let lhs = match lhs_t {
-        true => SendView((lhs_values.as_ptr(), 1, m as isize)),
-        false => SendView((lhs_values.as_ptr(), k as isize, 1)),
-    };
-    let rhs = match rhs_t {
-        true => SendView((rhs_values.as_ptr(), 1, k as isize)),
-        false => SendView((rhs_values.as_ptr(), n as isize, 1)),
-    };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
-    let (mut ours, mut crates) = (salted_values(m * n, 3), salted_values(m * n, 3));
-    let (identity, dst) = (crate::ops::Activation::Identity, SendPtr(ours.as_mut_ptr()));
-    pool.install(|| ours_into(dst.get(), (lhs.get(), rhs.get())));
-    let (operands, serial) = ((lhs.get(), rhs.get()), gemm::Parallelism::None);
-    // SAFETY: crates holds m * n initialised elements; the views m x k and k x n.
-    unsafe {
-        let crates = crates.as_mut_ptr();
-        gemm_block(crates, n, dims, keep, operands, identity, serial)
-    };
-    [ours, crates]
-}
-
 /// The first `len` values of a tensor (the kernels' `values`, which the test values hide).
 fn tensor_values(t: FlexTensor, len: usize) -> Vec<f32> {
     super::contiguous::values(t, len)
-}
-
-#[test]
-fn column_blocks_give_the_same_bits_as_one_product_at_any_thread_count() {
-    // fashion-mlp's forward, dW and dx shapes, and a width that splits unevenly.
-    for (shape, keep, lhs_t) in [
-        ((64, 512, 784), true, false),
-        ((784, 512, 64), false, true),
-        ((64, 784, 512), false, false),
-        ((64, 200, 700), true, false),
-        // tabular-mlp's 8 replicas side by side: forward and dW.
-        ((2048, 160, 61), true, false),
-        ((61, 160, 2048), false, true),
-    ] {
-        let one = gemm(1, shape, (keep, lhs_t, false));
-        for threads in 2..=16 {
-            let split = gemm(threads, shape, (keep, lhs_t, false));
-            assert!(
-                same_bits(&one, &split),
-                "{shape:?} on {threads} threads differs from 1 thread"
-            );
-        }
-    }
 }

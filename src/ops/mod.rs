@@ -18,53 +18,36 @@
 mod autodiff;
 mod batch_norm;
 mod bce;
-mod channel_sums;
 #[cfg(target_arch = "x86_64")]
 mod chunked_backward;
-#[cfg(target_arch = "x86_64")]
-mod column_sums;
 pub(crate) mod composed;
 mod contiguous;
 mod conv;
 mod cpu;
 pub mod dropout;
 mod elementwise;
-mod gemm;
-mod input_grad;
 mod linear_layer;
-#[cfg(target_arch = "x86_64")]
-mod long_sums;
 mod max_pool;
 mod optimizers;
-mod products;
 mod replica_layers;
-mod row_dots;
 mod scalar_mse;
 mod shared_input;
-#[cfg(target_arch = "x86_64")]
-mod short_sums;
-pub mod simd;
-mod subnormals;
-#[cfg(target_arch = "x86_64")]
-mod tall_products;
-mod transpose;
-#[cfg(target_arch = "x86_64")]
-mod vector_libm;
-#[cfg(target_arch = "x86_64")]
-mod vector_products;
 mod view;
+
+// The kernel crate's modules, under the names ember's operations have always used.
+pub use ember_kernels::simd;
+#[cfg(test)]
+use ember_kernels::subnormals;
+use ember_kernels::{channel_sums, gemm, input_grad, products, row_dots, transpose};
+#[cfg(target_arch = "x86_64")]
+use ember_kernels::{long_sums, short_sums, tall_products, vector_libm};
 
 use burn::prelude::*;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{Distribution, Shape, Tensor, TensorMetadata, TensorPrimitive};
 
 /// The activation fused into [`EmberBackend::fused_linear`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activation {
-    Identity,
-    Relu,
-    Tanh,
-}
+pub use ember_kernels::Activation;
 
 /// A learning rate: one for the whole tensor, or one per replica, as a `[K]` vector on the
 /// device whose entries scale the slices of the tensor's first (replica) axis.
@@ -89,24 +72,8 @@ impl<B: Backend> Lr<B> {
     }
 }
 
-/// One Adam update's hyper-parameters (the learning rate aside); `time` counts steps from 1.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AdamStep {
-    pub beta1: f32,
-    pub beta2: f32,
-    pub epsilon: f32,
-    pub time: usize,
-}
-
-impl AdamStep {
-    /// `sqrt(1 - beta2^t) / (1 - beta1^t)` and `epsilon * sqrt(1 - beta2^t)`: Burn's (and, up to
-    /// rounding, PyTorch's) bias correction folded into two constants.
-    pub fn corrections(&self) -> (f32, f32) {
-        let t = self.time as i32;
-        let bc2 = (1.0 - self.beta2.powi(t)).sqrt();
-        (bc2 / (1.0 - self.beta1.powi(t)), self.epsilon * bc2)
-    }
-}
+/// One Adam update's hyper-parameters.
+pub use ember_kernels::AdamStep;
 
 /// Operations ember implements itself for some backends, with Burn's as the fallback.
 pub trait EmberBackend: Backend {

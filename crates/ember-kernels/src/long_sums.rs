@@ -16,8 +16,8 @@
 //! chunks ([`by_chunks`]). Either way each chunk of an element is summed by one thread and the
 //! chunks are added in order, so the thread count does not change a bit.
 
-use super::view::{ProductDims, SendPtr, SendView, View, even_tiles};
-use crate::ops::simd::{Simd, detected};
+use crate::simd::{Simd, detected};
+use crate::view::{ProductDims, SendPtr, SendView, View, even_tiles};
 use rayon::prelude::*;
 
 /// The widest tile, in rows and columns ([`Width::AVX512`]'s).
@@ -60,7 +60,7 @@ impl Width {
 }
 
 /// The gemm crate's chunk along the sum for outputs of at most 64 x 64.
-pub(super) const CHUNK: usize = 512;
+pub const CHUNK: usize = 512;
 
 /// Shorter sums stay with the gemm crate: the kernel was measured on sums of 512 rows and more
 /// (tabular-mlp's weight gradients, fashion-mlp's output layer).
@@ -72,7 +72,7 @@ const LONG: usize = 256;
 /// matrix-vector kernels (one row or column), nor its lane-wise kernel (at most 256 outputs,
 /// both operands along the sum), nor where the sum runs backwards along an operand (a flipped
 /// view, which the crate sums from its far end).
-pub(super) fn applies(dims: ProductDims, (lhs, rhs): (View, View)) -> bool {
+pub(crate) fn applies(dims: ProductDims, (lhs, rhs): (View, View)) -> bool {
     let ProductDims {
         rows: m,
         cols: n,
@@ -93,7 +93,7 @@ pub(super) fn applies(dims: ProductDims, (lhs, rhs): (View, View)) -> bool {
 /// # Safety
 /// [`applies`] holds; `dst` holds `m * n` writable elements (initialised when `keep`); `lhs`
 /// and `rhs` address `m x k` and `k x n` elements through their strides.
-pub(super) unsafe fn product_into(
+pub(crate) unsafe fn product_into(
     dst: *mut f32,
     dims: ProductDims,
     keep: bool,
@@ -153,7 +153,7 @@ unsafe fn product_at(
 /// Whether [`product_into`], split over `threads`, would take the sum's chunks ([`by_chunks`]):
 /// a layer's backward can then run the chunks itself ([`chunk_into`], [`add_chunks`]) with the
 /// bits of the product on any number of threads.
-pub(super) fn takes_chunks(dims: ProductDims, operands: (View, View), threads: usize) -> bool {
+pub fn takes_chunks(dims: ProductDims, operands: (View, View), threads: usize) -> bool {
     let (m, k) = (dims.rows, dims.inner);
     // The width only once `applies` holds: a CPU without FMA has none.
     threads > 1
@@ -214,12 +214,7 @@ unsafe fn by_chunks(
 ///
 /// # Safety
 /// As for [`product_into`]; `sums` holds `m * n` elements; chunk c starts inside the sum.
-pub(super) unsafe fn chunk_into(
-    sums: &mut [f32],
-    dims: ProductDims,
-    c: usize,
-    operands: (View, View),
-) {
+pub unsafe fn chunk_into(sums: &mut [f32], dims: ProductDims, c: usize, operands: (View, View)) {
     // SAFETY: forwarded from the caller; the CPU has `detected()`'s features.
     unsafe { chunk_at(Width::of(detected()), sums, dims, c, operands) }
 }
@@ -262,12 +257,7 @@ unsafe fn chunk_at(
 ///
 /// # Safety
 /// `dst` holds `m * n` writable elements (initialised when `keep`).
-pub(super) unsafe fn add_chunks(
-    dst: *mut f32,
-    (m, n): (usize, usize),
-    keep: bool,
-    partials: &[f32],
-) {
+pub unsafe fn add_chunks(dst: *mut f32, (m, n): (usize, usize), keep: bool, partials: &[f32]) {
     for (c, sums) in partials.chunks(m * n).enumerate() {
         for (i, &sum) in sums.iter().enumerate() {
             // SAFETY: i < m * n; dst's element is read only once written (by the caller when
@@ -474,7 +464,7 @@ unsafe fn tile_sums_avx2<const V: usize, const C: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::kernel_tests::{ours_and_crates, ours_and_crates_by, same_bits};
+    use crate::testing::{ours_and_crates, ours_and_crates_by, same_bits};
 
     /// `[m, n]` from `gemm_into` on `threads` and from the gemm crate; lhs `[m, k]` as the
     /// transpose of row-major `[k, m]` (a weight gradient's xᵀ) or row-major itself.

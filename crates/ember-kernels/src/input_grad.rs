@@ -20,9 +20,9 @@
 //! for products that take the crate's blocked kernel: its other kernels, chosen by the
 //! operands' strides, sum in other orders.
 
-use super::transpose::{transpose_to, transposed};
-use super::view::{LayerDims, ProductDims, SendView, View};
-use super::{gemm::gemm_block, products::gemm_into, products::product};
+use crate::transpose::{transpose_to, transposed};
+use crate::view::{LayerDims, ProductDims, SendView, View};
+use crate::{gemm::gemm_block, products::gemm_into, products::product};
 
 /// A weight with rows of at least this many columns is copied (one way or the other); narrower
 /// rows pack without cache misses.
@@ -30,7 +30,7 @@ const COPY_COLUMNS: usize = 64;
 
 /// Whether turning over a product of a batch of `m` rows with a weight `[k, n]` copies fewer
 /// elements (the batch-sized `m·n` and `m·k`) than copying or packing the weight (`k·n`).
-pub(super) fn turning_copies_less(layer: LayerDims) -> bool {
+pub fn turning_copies_less(layer: LayerDims) -> bool {
     let (m, k, n) = (layer.batch, layer.inputs, layer.outputs);
     m * (n + k) <= k * n
 }
@@ -46,7 +46,7 @@ enum Plan {
 }
 
 /// One input gradient, its copy made: [`prepare`] it, then [`InputGrad::write`] it.
-pub(super) struct InputGrad {
+pub struct InputGrad {
     plan: Plan,
     dz: SendView,
     w: SendView,
@@ -60,10 +60,10 @@ pub(super) struct InputGrad {
 /// # Safety
 /// `dz` and `w` address `m x n` and `k x n` readable elements through their strides, for as
 /// long as the result lives.
-pub(super) unsafe fn prepare(dz: View, w: View, layer: LayerDims, split: bool) -> InputGrad {
+pub unsafe fn prepare(dz: View, w: View, layer: LayerDims, split: bool) -> InputGrad {
     let (m, k, n) = (layer.batch, layer.inputs, layer.outputs);
     // A column-major w (row stride 1) is wᵀ row-major already.
-    let plan = if n < COPY_COLUMNS || !super::gemm::blocked(layer.input_grad()) || w.1 == 1 {
+    let plan = if n < COPY_COLUMNS || !crate::gemm::blocked(layer.input_grad()) || w.1 == 1 {
         Plan::Strided
     } else if turning_copies_less(layer) {
         // SAFETY: forwarded from the caller.
@@ -82,14 +82,14 @@ impl InputGrad {
     ///
     /// # Safety
     /// `dst` is writable at `i * dst_rs + j` for every `i < m`, `j < k`.
-    pub(super) unsafe fn write(&self, dst: *mut f32, dst_rs: usize, split: bool) {
+    pub unsafe fn write(&self, dst: *mut f32, dst_rs: usize, split: bool) {
         let (m, k, n) = (self.layer.batch, self.layer.inputs, self.layer.outputs);
         let dims = self.layer.input_grad();
         assert!(
             !split || dst_rs == k,
             "a split input gradient has contiguous rows"
         );
-        let identity = super::Activation::Identity;
+        let identity = crate::Activation::Identity;
         let serial = gemm::Parallelism::None;
         let (dz, w) = (self.dz.get(), self.w.get());
         // SAFETY (every arm): `dst` as the caller vouches; the views address dz, w or this
@@ -109,9 +109,9 @@ impl InputGrad {
             },
         };
         #[cfg(target_arch = "x86_64")]
-        if !split && super::short_sums::applies(dims, (dz, rhs)) {
+        if !split && crate::short_sums::applies(dims, (dz, rhs)) {
             let (dst, operands) = ((dst, dst_rs), (dz, rhs));
-            return unsafe { super::short_sums::product_into(dst, dims, false, operands, false) };
+            return unsafe { crate::short_sums::product_into(dst, dims, false, operands, false) };
         }
         match split {
             true => unsafe { gemm_into(dst, dims, false, (dz, rhs), identity, true) },
@@ -120,8 +120,8 @@ impl InputGrad {
     }
 
     /// Whether the plan copies w, turns the product over, or neither (for the tests).
-    #[cfg(test)]
-    pub(super) fn kind(&self) -> &'static str {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn kind(&self) -> &'static str {
         match self.plan {
             Plan::Strided => "strided",
             Plan::CopiedWeight(_) => "copied weight",

@@ -18,11 +18,11 @@
 //! A block is 16 rows of the batch (one vector); a tile is a block's share of up to 24 output
 //! columns, held in registers.
 
-use super::Activation;
-use super::elementwise::activate;
-use super::gemm::blocked;
-use super::view::{ProductDims, SendPtr, SendView, View, even_tiles};
-use crate::ops::simd::{Simd, detected};
+use crate::Activation;
+use crate::elementwise::activate;
+use crate::gemm::blocked;
+use crate::simd::{Simd, detected};
+use crate::view::{ProductDims, SendPtr, SendView, View, even_tiles};
 use rayon::prelude::*;
 
 /// Rows in one AVX-512 vector: the rows of a block.
@@ -54,7 +54,7 @@ const MIN_ROWS: usize = 256;
 /// matrix-vector kernels for one column, its kernel for sums of 1 or 2, or its lane-wise kernel
 /// for small outputs), with both operands read forwards (the crate sums a flipped view from its
 /// far end).
-pub(super) fn applies(dims: ProductDims, (x, w): (View, View)) -> bool {
+pub fn applies(dims: ProductDims, (x, w): (View, View)) -> bool {
     let ProductDims {
         rows: m,
         cols: n,
@@ -74,7 +74,7 @@ pub(super) fn applies(dims: ProductDims, (x, w): (View, View)) -> bool {
 /// # Safety
 /// [`applies`] holds; `dst` holds `m * n` writable elements (initialised or not); the views
 /// address `m x k` and `k x n` elements; `bias` holds `n`.
-pub(super) unsafe fn linear_into(
+pub unsafe fn linear_into(
     dst: *mut f32,
     ProductDims {
         rows: m,
@@ -226,8 +226,8 @@ unsafe fn tile_sums<const C: usize, const GATHER: bool>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::gemm::gemm_block;
-    use crate::ops::kernel_tests::{salted_values, same_bits};
+    use crate::gemm::gemm_block;
+    use crate::testing::{salted_values, same_bits};
 
     /// How a test lays x out: its rows (as a batch stands), its columns (a layer handed on as
     /// a view), rows with a gap after each (a slice of a wider table), or every other column.

@@ -1,15 +1,15 @@
 //! One block of a product on the `gemm` crate (the crate Burn's CPU backend multiplies
 //! with), with the bias and the activation applied to its rows.
 
-use super::elementwise::activate;
-use super::view::ProductDims;
+use crate::elementwise::activate;
+use crate::view::ProductDims;
 
 /// One product into `dst`, whose rows are `dst_rs` elements apart, on `parallelism`, then the
 /// activation on each of its rows while they are in cache.
 ///
 /// # Safety
-/// As for [`gemm_into`](super::products::gemm_into), with `dst` rows `dst_rs` apart.
-pub(super) unsafe fn gemm_block(
+/// As for [`gemm_into`](crate::products::gemm_into), with `dst` rows `dst_rs` apart.
+pub unsafe fn gemm_block(
     dst: *mut f32,
     dst_rs: usize,
     dims: ProductDims,
@@ -18,7 +18,7 @@ pub(super) unsafe fn gemm_block(
         (*const f32, isize, isize),
         (*const f32, isize, isize),
     ),
-    act: super::Activation,
+    act: crate::Activation,
     parallelism: gemm::Parallelism,
 ) {
     let ProductDims {
@@ -50,7 +50,7 @@ pub(super) unsafe fn gemm_block(
             parallelism,
         );
     }
-    if act == super::Activation::Identity {
+    if act == crate::Activation::Identity {
         return;
     }
     if dst_rs == n {
@@ -70,6 +70,6 @@ pub(super) unsafe fn gemm_block(
 /// crate's blocked kernel, and takes it turned over too: not its matrix-vector kernels (an
 /// output side of 1), its kernel for sums of at most 2, or its lane-wise kernel for outputs of
 /// at most 256 elements.
-pub(super) fn blocked(ProductDims { rows, cols, inner }: ProductDims) -> bool {
+pub fn blocked(ProductDims { rows, cols, inner }: ProductDims) -> bool {
     rows > 1 && cols > 1 && inner > 2 && rows * cols > 256
 }

@@ -2,18 +2,18 @@
 //! (`vector_products`, `long_sums`, `short_sums`), else the `gemm` crate in blocks of rows or
 //! columns over the pool.
 
-use super::gemm::gemm_block;
-use super::view::{ProductDims, SendPtr, SendView};
+use crate::gemm::gemm_block;
+use crate::view::{ProductDims, SendPtr, SendView};
 use rayon::prelude::*;
 
 /// The work above which a product is split across the pool by blocks of columns (Burn's own
 /// threshold).
-pub(super) const PARALLEL_WORK: usize = 192 * 192 * 192;
+pub const PARALLEL_WORK: usize = 192 * 192 * 192;
 
 /// The work above which a product too narrow for column blocks is split by blocks of rows:
 /// tabular-mlp's 2,048-row products (61 x 20 and 20 x 10 weights) and fashion-mlp's output
 /// layer. About 10 µs of arithmetic, several times a hand-off to the pool.
-pub(super) const ROW_BLOCK_WORK: usize = 1 << 17;
+pub const ROW_BLOCK_WORK: usize = 1 << 17;
 
 /// `dst [m, n] = act((keep ? dst : 0) + lhs [m, k] · rhs [k, n])`, with `dst` row-major; spread
 /// over the pool when `split` and the product is large.
@@ -36,12 +36,12 @@ pub(super) const ROW_BLOCK_WORK: usize = 1 << 17;
 /// # Safety
 /// `dst` holds `m * n` writable elements (initialised when `keep`); `lhs` and `rhs` address
 /// `m x k` and `k x n` elements through their strides.
-pub(super) unsafe fn gemm_into(
+pub unsafe fn gemm_into(
     dst: *mut f32,
     dims: ProductDims,
     keep: bool,
     (lhs, rhs): ((*const f32, isize, isize), (*const f32, isize, isize)),
-    act: super::Activation,
+    act: crate::Activation,
     split: bool,
 ) {
     let threads = rayon::current_num_threads();
@@ -50,25 +50,25 @@ pub(super) unsafe fn gemm_into(
     let product = (dst, dims, keep, (lhs, rhs), act);
     // SAFETY (every call): forwarded from the caller.
     #[cfg(target_arch = "x86_64")]
-    if act == super::Activation::Identity
-        && let Some(kernel) = super::vector_products::kernel_for(dims, keep, (lhs, rhs))
+    if act == crate::Activation::Identity
+        && let Some(kernel) = crate::vector_products::kernel_for(dims, keep, (lhs, rhs))
     {
-        let split = split && work >= super::vector_products::SPLIT_WORK;
+        let split = split && work >= crate::vector_products::SPLIT_WORK;
         let operands = (lhs, rhs);
         return unsafe {
-            super::vector_products::product_into(kernel, dst, dims, keep, operands, split)
+            crate::vector_products::product_into(kernel, dst, dims, keep, operands, split)
         };
     }
     #[cfg(target_arch = "x86_64")]
-    if act == super::Activation::Identity && super::long_sums::applies(dims, (lhs, rhs)) {
+    if act == crate::Activation::Identity && crate::long_sums::applies(dims, (lhs, rhs)) {
         let split = split && work >= ROW_BLOCK_WORK;
-        return unsafe { super::long_sums::product_into(dst, dims, keep, (lhs, rhs), split) };
+        return unsafe { crate::long_sums::product_into(dst, dims, keep, (lhs, rhs), split) };
     }
     #[cfg(target_arch = "x86_64")]
-    if act == super::Activation::Identity && super::short_sums::applies(dims, (lhs, rhs)) {
+    if act == crate::Activation::Identity && crate::short_sums::applies(dims, (lhs, rhs)) {
         let split = split && work >= ROW_BLOCK_WORK;
         let dst = (dst, dims.cols);
-        return unsafe { super::short_sums::product_into(dst, dims, keep, (lhs, rhs), split) };
+        return unsafe { crate::short_sums::product_into(dst, dims, keep, (lhs, rhs), split) };
     }
     if !split || threads < 2 || work < ROW_BLOCK_WORK {
         return unsafe { gemm_block(dst, dims.cols, dims, keep, (lhs, rhs), act, serial) };
@@ -92,7 +92,7 @@ type Product = (
     ProductDims,
     bool,
     ((*const f32, isize, isize), (*const f32, isize, isize)),
-    super::Activation,
+    crate::Activation,
 );
 
 /// How [`in_blocks`] cuts a product: into blocks of whole columns or of whole rows.
@@ -155,7 +155,7 @@ const MIN_BLOCK_ROWS: usize = 8;
 /// `k` in chunks of 512, and a larger one in chunks set by the cache; the two agree when
 /// `k <= 512`. So where `k` is longer, the blocks of a product that takes the larger path keep
 /// more than 64 rows each, and take it too. Likewise for the 256-element kernel below.
-pub(super) fn row_blocks(dims: ProductDims, threads: usize) -> usize {
+pub fn row_blocks(dims: ProductDims, threads: usize) -> usize {
     let ProductDims {
         rows: m,
         cols: n,
@@ -184,7 +184,7 @@ const BLOCK_COLUMNS: usize = 16;
 const MIN_BLOCK_COLUMNS: usize = 80;
 
 /// A matrix product into a fresh buffer that the product overwrites whole.
-pub(super) fn product(
+pub fn product(
     dims: ProductDims,
     lhs: (*const f32, isize, isize),
     rhs: (*const f32, isize, isize),
@@ -195,7 +195,7 @@ pub(super) fn product(
     // SAFETY: `out` has room for m * n elements, which gemm writes without reading (keep is
     // false), so every element is initialised before `set_len`; lhs and rhs come from `view`.
     unsafe {
-        let identity = super::Activation::Identity;
+        let identity = crate::Activation::Identity;
         gemm_into(out.as_mut_ptr(), dims, false, (lhs, rhs), identity, split);
         out.set_len(len);
     }

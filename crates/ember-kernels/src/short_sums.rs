@@ -12,8 +12,8 @@
 //! broadcasts one scalar of each of lhs's rows and reads one row of rhs. Each element is
 //! summed by one thread, so the thread count does not change a bit.
 
-use super::view::{ProductDims, SendPtr, SendView, View};
-use crate::ops::simd::{Simd, detected};
+use crate::simd::{Simd, detected};
+use crate::view::{ProductDims, SendPtr, SendView, View};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
 
@@ -40,7 +40,7 @@ const AVX2_LANES: usize = 8;
 const AVX2_WIDE: usize = 3 * AVX2_LANES;
 
 /// The widest output taken at `level` (none without FMA).
-pub(super) fn wide(level: Simd) -> usize {
+pub fn wide(level: Simd) -> usize {
     match level {
         Simd::Avx512 => WIDE,
         Simd::Avx2 => AVX2_WIDE,
@@ -55,10 +55,10 @@ const PIECE_ROWS: usize = 256;
 /// most [`WIDE`] ([`AVX2_WIDE`]) columns summed over at most [`SHORT`], where the crate takes
 /// its blocked kernel (`gemm::blocked`), with lhs's rows and one of rhs's axes where they
 /// stand (a weight's rows, or its columns: its transpose).
-pub(super) fn applies(dims: ProductDims, (lhs, rhs): (View, View)) -> bool {
+pub fn applies(dims: ProductDims, (lhs, rhs): (View, View)) -> bool {
     let ((_, l_rs, l_cs), (_, r_rs, r_cs)) = (lhs, rhs);
     let (n, k) = (dims.cols, dims.inner);
-    let shape = n <= wide(detected()) && k <= SHORT && super::gemm::blocked(dims);
+    let shape = n <= wide(detected()) && k <= SHORT && crate::gemm::blocked(dims);
     let operands = l_cs == 1 && l_rs > 0 && ((r_cs == 1 && r_rs > 0) || (r_rs == 1 && r_cs > 0));
     shape && operands
 }
@@ -70,7 +70,7 @@ pub(super) fn applies(dims: ProductDims, (lhs, rhs): (View, View)) -> bool {
 /// [`applies`] holds; `dst_rs >= n`; `dst` is writable at `i * dst_rs + j` for `i < m`,
 /// `j < n` (and initialised there when `keep`); `lhs` and `rhs` address `m x k` and `k x n`
 /// elements through their strides.
-pub(super) unsafe fn product_into(
+pub unsafe fn product_into(
     dst: (*mut f32, usize),
     dims: ProductDims,
     keep: bool,
@@ -322,11 +322,9 @@ unsafe fn tile_avx2<const R: usize, const V: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::Activation;
-    use crate::ops::gemm::gemm_block;
-    use crate::ops::kernel_tests::{
-        ours_and_crates, ours_and_crates_by, salted_values as values, same_bits,
-    };
+    use crate::Activation;
+    use crate::gemm::gemm_block;
+    use crate::testing::{ours_and_crates, ours_and_crates_by, salted_values as values, same_bits};
 
     /// `[m, n]` from `gemm_into` on `threads` and from the gemm crate; rhs `[k, n]` row-major,
     /// or the transpose of a row-major `[n, k]` (a weight in an input gradient).

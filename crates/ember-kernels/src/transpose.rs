@@ -10,7 +10,7 @@
 //! values, it does not reorder the sums. `ops::input_grad` chooses what to copy, and copies
 //! only for products that take the blocked kernel.
 
-use super::{view::SendPtr, view::SendView};
+use crate::{view::SendPtr, view::SendView};
 use rayon::prelude::*;
 
 /// Tile edge: 8 source rows and 8 destination rows, one cache line or less of each.
@@ -25,7 +25,7 @@ const SPLIT_ELEMENTS: usize = 1 << 16;
 ///
 /// # Safety
 /// `src` must be readable at `r * rs + c * cs` for every `r < rows`, `c < cols`.
-pub(super) unsafe fn transposed(
+pub unsafe fn transposed(
     src: (*const f32, isize, isize),
     rows: usize,
     cols: usize,
@@ -45,7 +45,7 @@ pub(super) unsafe fn transposed(
 ///
 /// # Safety
 /// As for [`transposed`]; `dst` is writable at `c * ds + r` for every `c < cols`, `r < rows`.
-pub(super) unsafe fn transpose_to(
+pub(crate) unsafe fn transpose_to(
     src: (*const f32, isize, isize),
     rows: usize,
     cols: usize,
@@ -76,7 +76,7 @@ pub(super) unsafe fn transpose_to(
 ///
 /// # Safety
 /// As for [`transposed`].
-pub(super) unsafe fn transpose_into(
+pub unsafe fn transpose_into(
     src: (*const f32, isize, isize),
     rows: usize,
     cols: usize,
@@ -130,7 +130,7 @@ type TileCopy = unsafe fn(*const f32, isize, *mut f32, usize);
 /// (ember's AVX2 and AVX-512 levels imply it).
 fn whole_tile_copier(cs: isize) -> Option<TileCopy> {
     #[cfg(target_arch = "x86_64")]
-    if cs == 1 && crate::ops::simd::detected() != crate::ops::simd::Simd::Portable {
+    if cs == 1 && crate::simd::detected() != crate::simd::Simd::Portable {
         return Some(tile_avx);
     }
     let _ = cs;
@@ -162,7 +162,7 @@ unsafe fn tile_portable(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 #[inline]
-pub(super) unsafe fn tile_avx(src: *const f32, rs: isize, dst: *mut f32, ds: usize) {
+pub(crate) unsafe fn tile_avx(src: *const f32, rs: isize, dst: *mut f32, ds: usize) {
     use std::arch::x86_64::*;
     // SAFETY: the loads and stores stay inside the tile, as the caller vouches for.
     unsafe {
@@ -202,7 +202,7 @@ pub(super) unsafe fn tile_avx(src: *const f32, rs: isize, dst: *mut f32, ds: usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::simd::Simd;
+    use crate::simd::Simd;
 
     #[test]
     fn the_vector_tile_matches_the_element_by_element_one() {
@@ -213,7 +213,7 @@ mod tests {
             Some(copy) => unsafe { copy(src.as_ptr(), 11, vector.as_mut_ptr(), 8) },
             None => {
                 // Only a CPU without AVX2 (or not x86) has no vector copier.
-                return assert_eq!(crate::ops::simd::detected(), Simd::Portable);
+                return assert_eq!(crate::simd::detected(), Simd::Portable);
             }
         }
         assert_eq!(vector, portable);

@@ -13,8 +13,8 @@
 //! (median of 15 x 200 sums): 20 columns 9.9 µs in memory, 2.7 µs in 512-bit registers and 2.3
 //! µs in 256-bit ones; one column 5.5, 2.2 and 1.4 µs.
 
-use super::vector_products::Lanes;
-use crate::ops::simd::{Simd, detected};
+use crate::simd::{Simd, detected};
+use crate::vector_products::Lanes;
 use std::arch::x86_64::{__m256, _mm256_setzero_ps};
 
 /// Columns summed in registers at most: 8 vectors of 8. Wider rows stay with the portable
@@ -25,13 +25,13 @@ const MAX_COLUMNS: usize = 64;
 const PASS_COLUMNS: usize = 32;
 
 /// Whether [`sums_into`] takes rows of `n` columns on this CPU.
-pub(super) fn applies(n: usize) -> bool {
+pub(crate) fn applies(n: usize) -> bool {
     (1..=MAX_COLUMNS).contains(&n) && detected() >= Simd::Avx2
 }
 
 /// `sums[j] += rows[i * n + j]` for every row `i` in order, `n = sums.len()`: the portable
 /// loop's adds, in registers.
-pub(super) fn sums_into(sums: &mut [f32], rows: &[f32]) {
+pub(crate) fn sums_into(sums: &mut [f32], rows: &[f32]) {
     let n = sums.len();
     assert!(
         applies(n),
@@ -53,7 +53,7 @@ pub(super) fn sums_into(sums: &mut [f32], rows: &[f32]) {
 }
 
 /// Adds columns `first..first + cols` (`cols` in `V` vectors) of each row of `n` in `rows`
-/// (whole rows: [`super::elementwise::column_sums`] checks it) into `sums`, which starts at
+/// (whole rows: [`crate::elementwise::column_sums`] checks it) into `sums`, which starts at
 /// column `first`.
 ///
 /// # Safety
@@ -86,8 +86,8 @@ unsafe fn pass<const V: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{elementwise::column_sums_in_memory_at, kernel_tests::same_bits};
     use super::*;
+    use crate::{elementwise::column_sums_in_memory_at, testing::same_bits};
 
     /// Deterministic values of both signs and many magnitudes, zeros of both signs among them.
     fn values(len: usize, seed: u32) -> Vec<f32> {

@@ -17,13 +17,13 @@
 /// The MXCSR bits: FTZ (results that would be subnormal are zero) and DAZ (subnormal operands
 /// are read as zero).
 #[cfg(target_arch = "x86_64")]
-pub(super) const FLUSH: u32 = (1 << 15) | (1 << 6);
+pub const FLUSH: u32 = (1 << 15) | (1 << 6);
 
 /// While it lives, this thread's f32 arithmetic flushes subnormals to zero; dropping it puts
 /// back the flags it found. It stays on the thread that made it (not `Send`): the flags are
 /// per thread.
 #[must_use = "the flags are restored when the guard drops"]
-pub(super) struct FlushSubnormals {
+pub(crate) struct FlushSubnormals {
     #[cfg(target_arch = "x86_64")]
     saved: u32,
     _thread: std::marker::PhantomData<*const ()>,
@@ -31,7 +31,7 @@ pub(super) struct FlushSubnormals {
 
 impl FlushSubnormals {
     #[inline(always)]
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
             let saved = read_mxcsr();
@@ -62,7 +62,7 @@ impl Drop for FlushSubnormals {
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-pub(super) fn read_mxcsr() -> u32 {
+pub fn read_mxcsr() -> u32 {
     let mut csr = 0u32;
     // SAFETY: stmxcsr stores the 32-bit control register at the address, which is `csr`.
     unsafe {

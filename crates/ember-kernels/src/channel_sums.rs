@@ -10,7 +10,7 @@
 //! terms of a row are computed and added as one vector. Added one scalar at a time, 8 channels
 //! side by side, the sums were most of batch norm's time in fashion-cnn.
 
-use crate::ops::simd::{Simd, detected};
+use crate::simd::{Simd, detected};
 use rayon::prelude::*;
 
 /// Channels summed side by side: one per lane of a vector of f64 (two on AVX2).
@@ -31,7 +31,7 @@ struct Group<'a, L, const P: usize> {
 
 /// Per channel of `[n, c, s]` maps, the `K` sums from `start` of `term(lane(channel), values)`,
 /// where `values` are the `P` inputs' values at one of the channel's positions; see the module.
-pub(super) fn channel_sums<const K: usize, const P: usize, L: Copy + Send + Sync>(
+pub fn channel_sums<const K: usize, const P: usize, L: Copy + Send + Sync>(
     dims: (usize, usize, usize),
     start: f64,
     inputs: [&[f32]; P],
@@ -164,7 +164,7 @@ unsafe fn tiled<const K: usize, const P: usize, L: Copy>(
                 // and the tile's rows can stay in registers.
                 unsafe {
                     let (from, to) = (input.as_ptr().add(base + j0), tile.as_mut_ptr().cast());
-                    super::transpose::tile_avx(from, s as isize, to, LANES)
+                    crate::transpose::tile_avx(from, s as isize, to, LANES)
                 };
             }
             for jj in 0..TILE {

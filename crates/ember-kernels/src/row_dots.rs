@@ -15,13 +15,13 @@
 //! at `l`, `l + LANES`, ..., then the lanes are added in order), so the bits do not depend on
 //! the thread count. They do depend on the CPU level: the vector levels fuse each multiply-add.
 
-use super::{elementwise::dispatch, elementwise::madd};
+use crate::{elementwise::dispatch, elementwise::madd};
 
 /// Partial sums per dot product: a 512-bit vector of f32 (two 256-bit ones on AVX2).
-pub(super) const LANES: usize = 16;
+pub const LANES: usize = 16;
 
 /// One dot product's partial sums.
-pub(super) type Lanes = [f32; LANES];
+pub(crate) type Lanes = [f32; LANES];
 
 /// `acc[i·n + j] += a_i · b_j`, lane by lane, for `a [m, len]` and `b [n, len]` row-major.
 #[inline(always)]
@@ -108,7 +108,7 @@ fn madd_lanes<const FMA: bool>(s: &mut Lanes, x: &Lanes, y: &Lanes) {
 dispatch!(accumulate, accumulate_at, accumulate_generic, (acc: &mut [Lanes], a: &[f32], b: &[f32], dims: (usize, usize, usize)));
 
 /// `dst[k] += Σ acc[k]`, the lanes added in order from +0.0.
-pub(super) fn reduce(acc: &[Lanes], dst: &mut [f32]) {
+pub fn reduce(acc: &[Lanes], dst: &mut [f32]) {
     for (d, lanes) in dst.iter_mut().zip(acc) {
         *d += lanes.iter().fold(0.0, |s, v| s + v);
     }
@@ -117,7 +117,7 @@ pub(super) fn reduce(acc: &[Lanes], dst: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::simd::{Simd, detected};
+    use crate::simd::{Simd, detected};
 
     /// Values of mixed signs and magnitudes from the index alone.
     fn values(len: usize, salt: usize) -> Vec<f32> {

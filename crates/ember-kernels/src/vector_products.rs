@@ -14,14 +14,14 @@
 //! On AVX-512 and AVX2 (with FMA): the crate's vectors there are 16 and 8 lanes, and ember's
 //! kernels hold as many rows in one register. Elsewhere the crate's own kernels run.
 
-use super::view::{ProductDims, SendPtr, SendView, View};
-use crate::ops::simd::{Simd, detected, gemm_kernel};
+use crate::simd::{Simd, detected, gemm_kernel};
+use crate::view::{ProductDims, SendPtr, SendView, View};
 use rayon::prelude::*;
 use std::arch::x86_64::*;
 
 /// Which of the crate's kernels a product takes, copied here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kernel {
+pub(crate) enum Kernel {
     /// One output column, lhs along its rows: a dot product per row, in the order of the
     /// crate's matrix-vector kernel.
     DotsPerRow,
@@ -51,7 +51,7 @@ fn lanes() -> Option<usize> {
 /// matrix-vector kernel chosen by lhs's strides; the rest to its blocked kernel. Of these,
 /// ember takes one-term sums into a fresh destination, one column with lhs along its columns,
 /// and one column with lhs along its rows where the rows are short ([`dots_pay`]).
-pub(super) fn kernel_for(
+pub(crate) fn kernel_for(
     ProductDims {
         rows: m,
         cols: n,
@@ -103,7 +103,7 @@ fn dots_pay(k: usize, lanes: usize) -> bool {
 /// and single lanes make these kernels slow per multiply-add (tabular-mlp's head, `[2048 x
 /// 10] · [10 x 1]`: 6.4 µs for 20,480), so they split from an eighth of the blocked
 /// products' threshold (`products::ROW_BLOCK_WORK`), a few µs of work.
-pub(super) const SPLIT_WORK: usize = 1 << 14;
+pub(crate) const SPLIT_WORK: usize = 1 << 14;
 
 /// `dst [m, n] = (keep ? dst : 0) + lhs [m, k] · rhs [k, n]` by `kernel`, with the crate's bits;
 /// blocks of rows over the pool when `split` (each element is computed whole by one thread,
@@ -113,7 +113,7 @@ pub(super) const SPLIT_WORK: usize = 1 << 14;
 /// `kernel` is [`kernel_for`]'s answer for these arguments; `dst` holds `m * n` writable
 /// elements (initialised when `keep`); `lhs` and `rhs` address `m x k` and `k x n` elements
 /// through their strides.
-pub(super) unsafe fn product_into(
+pub(crate) unsafe fn product_into(
     kernel: Kernel,
     dst: *mut f32,
     dims: ProductDims,
@@ -248,7 +248,7 @@ unsafe fn products<V: Lanes>(
 /// # Safety (every method)
 /// The CPU has the vector's level; a pointer addresses the masked lanes' elements (at
 /// `offsets` for a gather).
-pub(super) trait Lanes: Copy {
+pub(crate) trait Lanes: Copy {
     /// Lanes in a vector: the crate's vectors at this level are as wide.
     const N: usize;
     type Mask: Copy;
@@ -473,9 +473,9 @@ unsafe fn column_chains<V: Lanes>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::Activation;
-    use crate::ops::kernel_tests::same_bits;
-    use crate::ops::{gemm::gemm_block, products::gemm_into};
+    use crate::Activation;
+    use crate::testing::same_bits;
+    use crate::{gemm::gemm_block, products::gemm_into};
 
     /// Values with many bits set, of both signs and a few zeros, different for each `salt`.
     fn values(len: usize, salt: u32) -> Vec<f32> {

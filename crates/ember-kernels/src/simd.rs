@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-/// A level of ember's CPU kernels (the `dispatch` macro of `src/ops/elementwise.rs`), lowest first. Each is the same Rust
+/// A level of ember's CPU kernels (the `dispatch` macro of `elementwise.rs`), lowest first. Each is the same Rust
 /// loop compiled for that instruction set and picked at run time; a wider level computes each
 /// element with the same operations, so every level gives the same bits (the kernels' tests
 /// check it), only faster.

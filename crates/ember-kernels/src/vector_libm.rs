@@ -72,8 +72,8 @@ const LN2_LO: u32 = 0x3717f7d1;
 
 /// Whether this machine's libm gives the bits these copies give (glibc 2.36's, or any with the
 /// same algorithms), checked once on a spread of inputs through every branch. Needs AVX-512.
-pub(super) fn matches_libm() -> bool {
-    use crate::ops::simd::{Simd, detected};
+pub fn matches_libm() -> bool {
+    use crate::simd::{Simd, detected};
     static MATCHES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     // SAFETY: AVX-512 is present (checked first).
     *MATCHES.get_or_init(|| detected() == Simd::Avx512 && unsafe { probe() })
@@ -114,7 +114,7 @@ unsafe fn probe() -> bool {
 /// # Safety
 /// The CPU has AVX-512F.
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn exp(x: __m512) -> __m512 {
+pub unsafe fn exp(x: __m512) -> __m512 {
     let bits = _mm512_castps_si512(x);
     let abstop = _mm512_and_si512(_mm512_srli_epi32(bits, 20), _mm512_set1_epi32(0x7ff));
     // |x| >= 88, infinities and NaN: overflow, underflow and special values, by the scalar call.
@@ -160,7 +160,7 @@ fn exp_of_8(x: __m256) -> __m256 {
 /// # Safety
 /// The CPU has AVX-512F.
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn log1p(x: __m512) -> __m512 {
+pub unsafe fn log1p(x: __m512) -> __m512 {
     let f32s = |b: u32| _mm512_set1_ps(f32::from_bits(b));
     let ints = _mm512_set1_epi32;
     let one = _mm512_set1_ps(1.0);
@@ -235,7 +235,7 @@ unsafe fn scalar_lanes(out: __m512, x: __m512, lanes: __mmask16, f: fn(f32) -> f
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::simd::{Simd, detected};
+    use crate::simd::{Simd, detected};
     use rayon::prelude::*;
 
     /// How many of the floats whose bits `bits` gives for 0..count differ between `ours` and
